@@ -1,0 +1,16 @@
+// uroce: the command-line tool of the uroce software RoCE device.
+#include <CLI/CLI.hpp>
+
+#include "decode_command.h"
+
+int main(int argc, char** argv) {
+    CLI::App app{"uroce: tools for the uroce software RoCEv2 device"};
+    app.require_subcommand(1);
+    uroce::tools::add_decode_command(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    return 0;
+}
