@@ -53,10 +53,6 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
         if (ip->version() != 4 || ip->header_length() != sizeof(Ipv4Hdr)) {
             return fail(ParseStatus::Ipv4BadHeader);
         }
-        const std::size_t total = ip->total_length.get();
-        if (total < sizeof(Ipv4Hdr) || off + total > frame.size()) {
-            return fail(ParseStatus::Ipv4BadLength);
-        }
         if (ip->protocol != kIpProtoUdp) {
             return fail(ParseStatus::NotRoceIpProtocol);
         }
@@ -66,7 +62,7 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
         }
         p.ip_version_ = IpVersion::V4;
         off += sizeof(Ipv4Hdr);
-        l3_end = p.l3_ + total;
+        l3_end = p.l3_ + ip->total_length.get();
     } else if (ether_type == kEtherTypeIpv6) {
         if (frame.size() < off + sizeof(Ipv6Hdr)) {
             return fail(ParseStatus::Ipv6Truncated);
@@ -75,10 +71,6 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
         if (ip->version() != 6) {
             return fail(ParseStatus::Ipv6BadHeader);
         }
-        const std::size_t payload = ip->payload_length.get();
-        if (off + sizeof(Ipv6Hdr) + payload > frame.size()) {
-            return fail(ParseStatus::Ipv6BadLength);
-        }
         // RoCEv2 puts UDP straight after the IPv6 header (A17.4.2); anything
         // else, extension headers included, is not a RoCEv2 packet.
         if (ip->next_header != kIpProtoUdp) {
@@ -86,28 +78,30 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
         }
         p.ip_version_ = IpVersion::V6;
         off += sizeof(Ipv6Hdr);
-        l3_end = off + payload;
+        l3_end = off + ip->payload_length.get();
     } else {
         return fail(ParseStatus::NotRoceEtherType);
     }
-    p.l3_end_ = static_cast<std::uint32_t>(l3_end);
-
-    // UDP.
-    if (l3_end < off + sizeof(UdpHdr)) {
+    // UDP. The destination port is read from the frame before the IP length
+    // is trusted, so a RoCEv2 frame cut short is still known as RoCEv2 and
+    // counted as a drop rather than skipped as someone else's traffic.
+    if (frame.size() < off + sizeof(UdpHdr)) {
         return fail(ParseStatus::UdpTruncated);
     }
     const auto* udp = header_at<UdpHdr>(frame, off);
     if (udp->dst_port.get() != kRoceV2Port) {
         return fail(ParseStatus::NotRocePort);
     }
-    // Only now is the frame known to be meant as RoCEv2; a bad IPv4 checksum
-    // on it is a drop (on anything else it is not ours to count).
+    if (l3_end < off || l3_end > frame.size()) {
+        return fail(ipv4 != nullptr ? ParseStatus::Ipv4BadLength : ParseStatus::Ipv6BadLength);
+    }
     if (ipv4 != nullptr && ipv4_header_checksum(*ipv4) != ipv4->checksum.get()) {
         return fail(ParseStatus::Ipv4BadChecksum);
     }
-    if (udp->length.get() != l3_end - off) {
+    if (l3_end < off + sizeof(UdpHdr) || udp->length.get() != l3_end - off) {
         return fail(ParseStatus::UdpBadLength);
     }
+    p.l3_end_ = static_cast<std::uint32_t>(l3_end);
     p.l4_ = static_cast<std::uint32_t>(off);
     off += sizeof(UdpHdr);
 

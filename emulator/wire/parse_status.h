@@ -16,18 +16,20 @@ enum class ParseStatus : std::uint8_t {
     NotRoceEtherType,  // neither IPv4 nor IPv6
     NotRoceIpProtocol, // IP, but not UDP
     NotRocePort,       // UDP, but not to port 4791
-    // Dropped, in the order the checks are applied.
+    // Dropped, in the order the checks are applied. Up to UdpTruncated the
+    // frame cannot yet be told to be RoCEv2; from Ipv4BadLength on it is UDP
+    // to port 4791 and so a RoCEv2 frame (see reached_roce).
     EthernetTruncated,
     VlanTruncated,
     Ipv4Truncated,
     Ipv4BadHeader,      // version is not 4 or IHL is not 5 (RoCEv2 carries no IP options)
-    Ipv4BadLength,      // total length shorter than its header or longer than the frame
     Ipv4Fragment,       // RoCEv2 packets are never fragmented (A17.4.3)
     Ipv6Truncated,
     Ipv6BadHeader,      // version is not 6
+    UdpTruncated,       // frame ends inside the UDP header
+    Ipv4BadLength,      // total length shorter than the IP+UDP headers or longer than the frame
     Ipv6BadLength,      // payload length longer than the frame
-    UdpTruncated,
-    Ipv4BadChecksum,    // checked once the frame is known to be UDP to port 4791
+    Ipv4BadChecksum,
     UdpBadLength,       // UDP length disagrees with the IP length
     BthTruncated,       // shorter than a BTH plus ICRC
     HeadersTruncated,   // shorter than the opcode's headers plus ICRC
@@ -56,12 +58,12 @@ constexpr std::array<ParseStatusInfo, kParseStatusCount> kParseStatusInfo = {{
     {"vlan_truncated", "frame ends inside the 802.1Q tag"},
     {"ipv4_truncated", "frame ends inside the IPv4 header"},
     {"ipv4_bad_header", "IPv4 version is not 4 or header carries options"},
-    {"ipv4_bad_length", "IPv4 total length does not fit the frame"},
     {"ipv4_fragment", "IPv4 fragment (RoCEv2 is never fragmented)"},
     {"ipv6_truncated", "frame ends inside the IPv6 header"},
     {"ipv6_bad_header", "IPv6 version is not 6"},
+    {"udp_truncated", "frame ends inside the UDP header"},
+    {"ipv4_bad_length", "IPv4 total length does not fit the frame"},
     {"ipv6_bad_length", "IPv6 payload length does not fit the frame"},
-    {"udp_truncated", "IP payload shorter than a UDP header"},
     {"ipv4_bad_checksum", "IPv4 header checksum does not verify"},
     {"udp_bad_length", "UDP length disagrees with the IP length"},
     {"bth_truncated", "UDP payload shorter than a BTH plus ICRC"},
@@ -89,7 +91,7 @@ constexpr std::array<ParseStatusInfo, kParseStatusCount> kParseStatusInfo = {{
 // port 4791): accepted, or dropped at a check after the port. Earlier drops
 // (a truncated Ethernet or IP header) cannot tell whose frame it was.
 [[nodiscard]] constexpr bool reached_roce(ParseStatus s) {
-    return s == ParseStatus::Ok || static_cast<std::uint8_t>(s) >= static_cast<std::uint8_t>(ParseStatus::Ipv4BadChecksum);
+    return s == ParseStatus::Ok || static_cast<std::uint8_t>(s) >= static_cast<std::uint8_t>(ParseStatus::Ipv4BadLength);
 }
 
 }  // namespace uroce::wire

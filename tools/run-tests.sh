@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, then
+#   1. builds with warnings as errors and runs the unit and integration suites;
+#   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and
+#      runs the same suites;
+#   3. builds the fuzz targets with clang and runs each for a short while.
+# Ends with one line: "tests: N passed, N failed, N skipped".
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+fuzz_seconds=${UROCE_FUZZ_SECONDS:-60}
+
+"$root/tools/setup.sh"
+
+configure() {  # configure DIR [meson options...]
+  local dir=$1
+  shift
+  if [ -f "$dir/build.ninja" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null
+  else
+    meson setup "$dir" "$@" >/dev/null
+  fi
+}
+
+status=0
+run_suites() {  # run_suites DIR meson-test-args...
+  local dir=$1
+  shift
+  meson test -C "$dir" --print-errorlogs "$@" || status=1
+}
+
+echo "== build (warnings as errors)"
+configure build-test -Dwerror=true
+ninja -C build-test
+run_suites build-test --suite unit --suite integration
+
+echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
+configure build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=disabled
+ninja -C build-asan
+run_suites build-asan --suite unit --suite integration
+
+echo "== fuzz (clang, libFuzzer, ${fuzz_seconds} s per target)"
+CC=clang CXX=clang++ configure build-fuzz -Dwerror=true -Dfuzz=enabled -Dtests=false -Dbenchmarks=disabled \
+  -Db_sanitize=address,undefined -Db_lundef=false
+ninja -C build-fuzz
+run_suites build-fuzz --suite fuzz --test-args="-max_total_time=${fuzz_seconds}"
+
+python3 - build-test build-asan build-fuzz <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for d in sys.argv[1:]:
+    try:
+        lines = open(f"{d}/meson-logs/testlog.json").read().splitlines()
+    except FileNotFoundError:
+        continue
+    for line in lines:
+        r = json.loads(line)["result"]
+        if r in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif r == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+print(f"tests: {passed} passed, {failed} failed, {skipped} skipped")
+PY
+exit $status

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package uroce's build, tests and demo need.
+# Idempotent: installs only what is missing, and does nothing when all is there.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential meson ninja-build pkg-config python3
+  # core libraries
+  libisal-dev        # ICRC: ISA-L's folding CRC-32
+  libfmt-dev         # text formatting
+  libpcap-dev        # uroce decode / capture
+  libcli11-dev       # command-line options
+  nlohmann-json3-dev # uroce --json output
+  # DPDK port and rdma-core provider (detected by meson; used from issues 4-5)
+  libdpdk-dev libibverbs-dev ibverbs-utils perftest iproute2
+  # tests
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes
+  tshark                    # the decoder is checked field by field against it
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" != "install ok installed" ]; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup: missing packages: ${missing[*]}" >&2
+  echo "setup: installing needs root; run: sudo $0" >&2
+  echo "setup: or install them yourself: sudo apt-get install ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive  # tshark asks about non-root capture otherwise
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
