@@ -105,7 +105,7 @@ constexpr std::uint16_t kReth = ext_bit(Ext::Reth);
 constexpr std::uint16_t kImm = ext_bit(Ext::ImmDt);
 constexpr std::uint16_t kAeth = ext_bit(Ext::Aeth);
 
-constexpr std::array<OperationRow, 23> kOperations = {{
+constexpr std::array<OperationRow, 24> kOperations = {{
     {0x00, "SEND_FIRST", Operation::Send, Segment::First, 0, true, true},
     {0x01, "SEND_MIDDLE", Operation::Send, Segment::Middle, 0, true, true},
     {0x02, "SEND_LAST", Operation::Send, Segment::Last, 0, true, true},
@@ -128,6 +128,7 @@ constexpr std::array<OperationRow, 23> kOperations = {{
      false, false},
     {0x13, "COMPARE_SWAP", Operation::CompareSwap, Segment::Only, ext_bit(Ext::AtomicEth), false, true},
     {0x14, "FETCH_ADD", Operation::FetchAdd, Segment::Only, ext_bit(Ext::AtomicEth), false, true},
+    {0x15, "RESYNC", Operation::None, Segment::Only, 0, false, true},  // RD only
     {0x16, "SEND_LAST_WITH_INVALIDATE", Operation::Send, Segment::Last, ext_bit(Ext::Ieth), true, true},
     {0x17, "SEND_ONLY_WITH_INVALIDATE", Operation::Send, Segment::Only, ext_bit(Ext::Ieth), true, true},
 }};
@@ -153,12 +154,12 @@ constexpr bool transport_defines(Transport t, const OperationRow& op) {
     switch (t) {
         case Transport::RC:
         case Transport::XRC:
-            return true;
+            return op.code != 0x15;  // RESYNC exists only for RD
         case Transport::UC:
             // UC: SEND and RDMA WRITE only, no invalidate (IBA 9.2 table 38).
             return op.code <= 0x0B;
         case Transport::RD:
-            return op.code <= 0x14;
+            return op.code <= 0x15;
         case Transport::UD:
             return op.code == 0x04 || op.code == 0x05;
         default:
@@ -277,7 +278,8 @@ static_assert(opcode_info(opcode::kRcAtomicAcknowledge).header_length == 12 + 4 
 static_assert(opcode_info(opcode::kUdSendOnlyWithImmediate).header_length == 12 + 8 + 4);
 static_assert(opcode_info(opcode::kRcCompareSwap).header_length == 12 + 28);
 static_assert(!opcode_info(0x2C).valid);   // UC has no RDMA READ
-static_assert(!opcode_info(0x15).valid);   // reserved in every class
+static_assert(!opcode_info(0x15).valid);   // RESYNC is RD-only
+static_assert(opcode_info(0x55).valid && !opcode_info(0x55).supported);
 static_assert(!opcode_info(0x40).supported && opcode_info(0x40).valid);  // RD
 static_assert(opcode_info(opcode::kCnp).header_length == 12 + 16);
 

@@ -92,13 +92,13 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
     if (udp->dst_port.get() != kRoceV2Port) {
         return fail(ParseStatus::NotRocePort);
     }
-    if (l3_end < off || l3_end > frame.size()) {
+    if (l3_end < off + sizeof(UdpHdr) || l3_end > frame.size()) {
         return fail(ipv4 != nullptr ? ParseStatus::Ipv4BadLength : ParseStatus::Ipv6BadLength);
     }
     if (ipv4 != nullptr && ipv4_header_checksum(*ipv4) != ipv4->checksum.get()) {
         return fail(ParseStatus::Ipv4BadChecksum);
     }
-    if (l3_end < off + sizeof(UdpHdr) || udp->length.get() != l3_end - off) {
+    if (udp->length.get() != l3_end - off) {
         return fail(ParseStatus::UdpBadLength);
     }
     p.l3_end_ = static_cast<std::uint32_t>(l3_end);

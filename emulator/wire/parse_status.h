@@ -28,7 +28,7 @@ enum class ParseStatus : std::uint8_t {
     Ipv6BadHeader,      // version is not 6
     UdpTruncated,       // frame ends inside the UDP header
     Ipv4BadLength,      // total length shorter than the IP+UDP headers or longer than the frame
-    Ipv6BadLength,      // payload length longer than the frame
+    Ipv6BadLength,      // payload length shorter than a UDP header or longer than the frame
     Ipv4BadChecksum,
     UdpBadLength,       // UDP length disagrees with the IP length
     BthTruncated,       // shorter than a BTH plus ICRC
