@@ -25,4 +25,19 @@ namespace uroce::wire {
     return static_cast<std::uint16_t>(~sum);
 }
 
+// True when the header's checksum verifies: the ones'-complement sum of all
+// ten words, checksum included, is 0xFFFF. This also accepts 0xFFFF stored
+// where 0x0000 was computed, the other representation of zero (RFC 1624).
+[[nodiscard]] inline bool ipv4_checksum_ok(const Ipv4Hdr& h) {
+    const auto* p = reinterpret_cast<const std::uint8_t*>(&h);
+    std::uint32_t sum = 0;
+    for (std::size_t i = 0; i < sizeof(Ipv4Hdr); i += 2) {
+        sum += static_cast<std::uint32_t>(p[i] << 8 | p[i + 1]);
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    return sum == 0xFFFF;
+}
+
 }  // namespace uroce::wire

@@ -7,11 +7,12 @@ namespace uroce::wire {
 // Fills a Packet's private offsets; a friend so Packet stays read-only.
 struct PacketParser {
     static ParseResult parse(std::span<const std::uint8_t> frame);
+    static ParseStatus parse_into(std::span<const std::uint8_t> frame, Packet& p);
 };
 
 namespace {
 
-ParseResult fail(ParseStatus s) { return ParseResult{s, Packet{}}; }
+constexpr ParseStatus fail(ParseStatus s) { return s; }
 
 template <typename H>
 const H* header_at(std::span<const std::uint8_t> frame, std::size_t off) {
@@ -21,7 +22,15 @@ const H* header_at(std::span<const std::uint8_t> frame, std::size_t off) {
 }  // namespace
 
 ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
-    Packet p;
+    ParseResult r;  // filled in place: copying a Packet into the result cost more than parsing it
+    r.status = parse_into(frame, r.packet);
+    if (!r.ok()) {
+        r.packet = Packet{};
+    }
+    return r;
+}
+
+ParseStatus PacketParser::parse_into(std::span<const std::uint8_t> frame, Packet& p) {
     p.frame_ = frame;
     std::size_t off = sizeof(EthHdr);
 
@@ -95,7 +104,7 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
     if (l3_end < off + sizeof(UdpHdr) || l3_end > frame.size()) {
         return fail(ipv4 != nullptr ? ParseStatus::Ipv4BadLength : ParseStatus::Ipv6BadLength);
     }
-    if (ipv4 != nullptr && ipv4_header_checksum(*ipv4) != ipv4->checksum.get()) {
+    if (ipv4 != nullptr && !ipv4_checksum_ok(*ipv4)) {
         return fail(ParseStatus::Ipv4BadChecksum);
     }
     if (udp->length.get() != l3_end - off) {
@@ -139,7 +148,7 @@ ParseResult PacketParser::parse(std::span<const std::uint8_t> frame) {
     p.payload_ = static_cast<std::uint32_t>(off + info.header_length);
     p.payload_len_ = static_cast<std::uint32_t>(after_headers - pad);
     p.icrc_ = static_cast<std::uint32_t>(l3_end - kIcrcSize);
-    return ParseResult{ParseStatus::Ok, p};
+    return ParseStatus::Ok;
 }
 
 ParseResult parse_frame(std::span<const std::uint8_t> frame) { return PacketParser::parse(frame); }

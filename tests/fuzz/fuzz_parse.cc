@@ -48,6 +48,9 @@ bool all_zero(std::span<const std::uint8_t> bytes) {
     return true;
 }
 
+// PadCnt as the builder computes it: what brings the payload to a multiple of 4.
+std::size_t pad_needed(std::size_t payload) { return (4 - (payload & 3)) & 3; }
+
 // An extension header the packet hands out must lie between the BTH and the payload.
 template <typename H>
 void require_ext_inside(const Packet& p, const H* h) {
@@ -161,7 +164,7 @@ void check_layout(const Packet& p, std::span<const std::uint8_t> frame) {
 // payload length. For such frames the rebuild must match byte for byte.
 bool canonical(const Packet& p) {
     const std::size_t pad_bytes = p.pad();
-    if (pad_bytes != ((4 - (p.payload().size() & 3)) & 3)) {
+    if (pad_bytes != pad_needed(p.payload().size())) {
         return false;
     }
     if (!all_zero(p.frame().subspan(p.payload_offset() + p.payload().size(), pad_bytes))) {
@@ -188,9 +191,10 @@ void check_round_trip(const Packet& p) {
     const BuildResult built = build_frame(f, out);
     if (built.status == BuildStatus::TooLarge) {
         // Only possible when the carried PadCnt is smaller than the payload
-        // needs: the builder pads to a multiple of 4 and can push a frame that
-        // was at the 64 KiB IP limit past it.
-        require(out.size() > p.icrc_offset() + kIcrcSize);
+        // needs: the builder pads to a multiple of 4, which can push a packet
+        // that was at the 16-bit IP length limit past it.
+        const std::size_t ip_length_field = out.size() - p.l3_offset() - (p.ipv6() != nullptr ? sizeof(Ipv6Hdr) : 0);
+        require(ip_length_field > 0xFFFF && p.pad() < pad_needed(p.payload().size()));
         return;
     }
     require(built.status == BuildStatus::Ok);

@@ -294,5 +294,26 @@ TEST(Headers, Ipv4ChecksumOfEveryCapturedHeader) {
     EXPECT_GT(checked, 0u);
 }
 
+// RFC 1624: a computed checksum of 0x0000 may travel as 0xFFFF (both are
+// ones'-complement zero), and Linux accepts either; so must the parser.
+TEST(Ipv4Checksum, AcceptsBothRepresentationsOfZero) {
+    Ipv4Hdr h{};
+    h.version_ihl = 0x45;
+    h.total_length.set(60);
+    h.ttl = 64;
+    h.protocol = kIpProtoUdp;
+    // Choose the identification so the other nine words sum to 0xFFFF,
+    // which makes the computed checksum 0x0000.
+    const std::uint32_t others = 0x4500 + 60 + (64u << 8 | kIpProtoUdp);
+    h.id.set(static_cast<std::uint16_t>(0xFFFF - others));
+    ASSERT_EQ(ipv4_header_checksum(h), 0x0000);
+    h.checksum.set(0x0000);
+    EXPECT_TRUE(ipv4_checksum_ok(h));
+    h.checksum.set(0xFFFF);
+    EXPECT_TRUE(ipv4_checksum_ok(h));
+    h.checksum.set(0x0001);
+    EXPECT_FALSE(ipv4_checksum_ok(h));
+}
+
 }  // namespace
 }  // namespace uroce::wire
