@@ -3,7 +3,9 @@
 #   1. builds with warnings as errors and runs the unit and integration suites;
 #   2. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and
 #      runs the same suites;
-#   3. builds the fuzz targets with clang and runs each for a short while.
+#   3. builds the concurrency stress tests with ThreadSanitizer and runs them
+#      (they run in the ASan build too);
+#   4. builds the fuzz targets with clang and runs each for a short while.
 # Ends with one line: "tests: N passed, N failed, N skipped".
 set -euo pipefail
 
@@ -38,7 +40,12 @@ run_suites build-test --suite unit --suite integration
 echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
 configure build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=disabled
 ninja -C build-asan
-run_suites build-asan --suite unit --suite integration
+run_suites build-asan --suite unit --suite integration --suite stress
+
+echo "== stress tests with ThreadSanitizer"
+configure build-tsan -Dwerror=true -Db_sanitize=thread -Db_lundef=false -Dbenchmarks=disabled
+ninja -C build-tsan tests/stress/stress_mr
+run_suites build-tsan --suite stress --no-rebuild
 
 echo "== fuzz (clang, libFuzzer, ${fuzz_seconds} s per target)"
 CC=clang CXX=clang++ configure build-fuzz -Dwerror=true -Dfuzz=enabled -Dtests=false -Dbenchmarks=disabled \
@@ -46,7 +53,7 @@ CC=clang CXX=clang++ configure build-fuzz -Dwerror=true -Dfuzz=enabled -Dtests=f
 ninja -C build-fuzz
 run_suites build-fuzz --suite fuzz --test-args="-max_total_time=${fuzz_seconds}"
 
-python3 - build-test build-asan build-fuzz <<'PY'
+python3 - build-test build-asan build-tsan build-fuzz <<'PY'
 import json, sys
 passed = failed = skipped = 0
 for d in sys.argv[1:]:
