@@ -1,0 +1,80 @@
+// The QP state machine of IBA 10.3.1 and the attribute rules of the Modify
+// QP verb (IBA 11.2.5.2, ibv_modify_qp(3)): which state changes a consumer
+// may request, which attributes each change requires or permits for each QP
+// type, and the range of every value. The per-transition masks are those of
+// Linux's ib_modify_qp_is_ok() (drivers/infiniband/core/verbs.c), which
+// hardware drivers and rdma_rxe all apply, so an application sees the same
+// EINVALs here as on a kernel RDMA device.
+//
+// The device-initiated changes (RTS -> SQE on a UC/UD send error, any state
+// -> ERR on a fatal error, the SQ drained event in SQD) are not requests and
+// do not pass through here; the engine makes them directly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "qp_attr.h"
+#include "qp_types.h"
+
+namespace uroce::qp {
+
+// What the port and device allow, as ibv_query_port / ibv_query_device report it.
+struct PortLimits {
+    Mtu active_mtu = Mtu::Mtu1024;  // ibv_port_attr.active_mtu: 1024 fits a 1500-byte Ethernet MTU
+    // ibv_device_attr.max_qp_init_rd_atom: bound on ibv_qp_attr.max_rd_atomic.
+    std::uint8_t max_rd_atomic = 16;
+    // ibv_device_attr.max_qp_rd_atom: bound on ibv_qp_attr.max_dest_rd_atomic.
+    std::uint8_t max_dest_rd_atomic = 16;
+    std::uint16_t pkey_table_len = 1;  // RoCE: the default P_Key 0xFFFF only
+    std::uint16_t gid_table_len = 16;
+};
+
+// The attribute bits one (type, from, to) transition requires and permits,
+// besides IBV_QP_STATE.
+struct TransitionRule {
+    std::uint32_t required = 0;
+    std::uint32_t optional = 0;
+};
+
+// The rule for a requested transition, or nullopt if it is not a legal one.
+// Any state may go to RESET or to ERR, with no other attribute (IBA 10.3.1:
+// "any state -> Reset / Error"; Linux refuses RESET -> ERR, see the .cc).
+[[nodiscard]] std::optional<TransitionRule> transition_rule(QpType type, QpState from, QpState to);
+
+struct ModifyCheck {
+    int error = 0;                  // 0 or EINVAL
+    QpState next = QpState::Reset;  // the state after the modify (= current without IBV_QP_STATE)
+    const char* reason = nullptr;   // why not, for logs; a static string; nullptr when error == 0
+};
+
+// ibv_modify_qp(qp, attr, attr_mask) on a QP of `type` now in `current`:
+//  - the target is attr.state when IBV_QP_STATE is set, else `current`;
+//  - the (current, target) pair must be a legal transition, with every
+//    required bit and no bit outside required | optional | STATE;
+//  - IBV_QP_CUR_STATE, where the transition permits it, must name `current`;
+//  - each attribute in the mask must be in range (port 1, P_Key index and
+//    GID index in the tables, path MTU 256..4096 and at most the active MTU,
+//    timeout and min RNR timer <= 31, retry counts <= 7, rd_atomic depths
+//    within the device's, access flags among LOCAL_WRITE / REMOTE_WRITE /
+//    REMOTE_READ / REMOTE_ATOMIC, 24-bit destination QPN, a GRH on the AV).
+//    PSNs wider than 24 bits are masked, as the kernel does, not refused.
+//    ALT_PATH is refused: RoCE has no automatic path migration.
+[[nodiscard]] ModifyCheck check_modify(QpType type, QpState current, std::uint32_t attr_mask, const QpAttr& attr,
+                                       const PortLimits& limits);
+
+// The same, for a QP whose stored attributes are `stored`, adding the one
+// rule that depends on more than the state: while a QP in SQD is still
+// draining its send queue (stored.sq_draining), it may only be moved to
+// RESET or ERR, not modified or resumed (IBA 10.3.1, SQD; rdma_rxe likewise).
+[[nodiscard]] ModifyCheck check_modify(QpType type, const QpAttr& stored, std::uint32_t attr_mask, const QpAttr& attr,
+                                       const PortLimits& limits);
+
+// Records an accepted modify: state and cur_state become `next`, and every
+// attribute named in `mask` is copied from `attr` (PSNs masked to 24 bits),
+// so ibv_query_qp returns what was set. Entering SQD from RTS sets
+// sq_draining; the engine clears it when the send queue has drained. Leaving
+// SQD clears it. Call only after check_modify accepted the same arguments.
+void apply_modify(QpAttr& stored, std::uint32_t mask, const QpAttr& attr, QpState next);
+
+}  // namespace uroce::qp
