@@ -2,11 +2,15 @@
 #include <CLI/CLI.hpp>
 
 #include "decode_command.h"
+#include "env_command.h"
+#include "status_command.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"uroce: tools for the uroce software RoCEv2 device"};
     app.require_subcommand(1);
     uroce::tools::add_decode_command(app);
+    uroce::tools::add_env_commands(app);
+    uroce::tools::add_status_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -1,0 +1,355 @@
+/*
+ * The control protocol between the provider (in the application) and uroced.
+ * Plain C, fixed sizes, explicit padding, versioned: both sides include it.
+ *
+ * Transport: a Unix SOCK_SEQPACKET socket (one message per datagram, so a
+ * message is never split or merged), at <state-dir>/<device>.sock, whose path
+ * the daemon also writes into the device's sysfs directory (file
+ * "uroce_control_socket"). Shared memory (rings, relaxed pools) travels as
+ * file descriptors in SCM_RIGHTS ancillary data of the reply.
+ *
+ * Every message starts with uroce_ctrl_hdr; `length` is the whole message.
+ * The daemon checks magic, version, op and that `length` equals both the
+ * datagram size and the size the op expects; anything else ends that
+ * client's connection (and destroys what it owned), never the daemon.
+ * Replies echo op and seq and carry a status: 0 or a positive errno.
+ */
+#ifndef UROCE_ABI_CONTROL_H
+#define UROCE_ABI_CONTROL_H
+
+#include <stdint.h>
+
+#define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
+#define UROCE_CTRL_VERSION 1u
+#define UROCE_CTRL_MAX_MESSAGE 512u
+
+enum uroce_ctrl_op {
+    UROCE_CTRL_HELLO = 1,
+    UROCE_CTRL_QUERY_DEVICE = 2,
+    UROCE_CTRL_QUERY_PORT = 3,
+    UROCE_CTRL_ALLOC_PD = 4,
+    UROCE_CTRL_DEALLOC_PD = 5,
+    UROCE_CTRL_REG_MR = 6,
+    UROCE_CTRL_REREG_MR = 7,
+    UROCE_CTRL_DEREG_MR = 8,
+    UROCE_CTRL_ALLOC_MW = 9,
+    UROCE_CTRL_DEALLOC_MW = 10,
+    UROCE_CTRL_BIND_MW = 11,
+    UROCE_CTRL_CREATE_RELAXED_POOL = 12,
+    UROCE_CTRL_FLUSH_RELAXED = 13,
+    UROCE_CTRL_STATUS = 14,
+    UROCE_CTRL_CREATE_CQ = 15,
+    UROCE_CTRL_DESTROY_CQ = 16,
+    UROCE_CTRL_CREATE_QP = 17,
+    UROCE_CTRL_MODIFY_QP = 18,
+    UROCE_CTRL_QUERY_QP = 19,
+    UROCE_CTRL_DESTROY_QP = 20,
+    UROCE_CTRL_CREATE_SRQ = 21,
+    UROCE_CTRL_MODIFY_SRQ = 22,
+    UROCE_CTRL_QUERY_SRQ = 23,
+    UROCE_CTRL_DESTROY_SRQ = 24,
+    UROCE_CTRL_CREATE_AH = 25,
+    UROCE_CTRL_DESTROY_AH = 26,
+    UROCE_CTRL_OP_COUNT
+};
+
+struct uroce_ctrl_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t op;
+    uint32_t length;  /* bytes of the whole message */
+    uint32_t seq;     /* echoed in the reply */
+    int32_t status;   /* replies: 0 or a positive errno; requests: 0 */
+    uint32_t reserved;
+};
+
+/* HELLO: the first message; the daemon answers with its limits. */
+struct uroce_ctrl_hello {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t abi_version;  /* UROCE_CTRL_VERSION */
+    uint32_t reserved;
+};
+struct uroce_ctrl_hello_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t client_id;
+    uint32_t reserved;
+};
+
+/* Device and port attributes: what query_device_ex and query_port report. */
+struct uroce_ctrl_device_attr {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t node_guid;
+    uint64_t sys_image_guid;
+    uint64_t max_mr_size;
+    uint64_t page_size_cap;
+    uint32_t vendor_id;
+    uint32_t vendor_part_id;
+    uint32_t hw_ver;
+    uint32_t max_qp;
+    uint32_t max_qp_wr;
+    uint32_t device_cap_flags;
+    uint32_t max_sge;
+    uint32_t max_cq;
+    uint32_t max_cqe;
+    uint32_t max_mr;
+    uint32_t max_pd;
+    uint32_t max_qp_rd_atom;
+    uint32_t max_qp_init_rd_atom;
+    uint32_t max_mw;
+    uint32_t max_srq;
+    uint32_t max_srq_wr;
+    uint32_t max_srq_sge;
+    uint32_t max_ah;
+    uint32_t max_inline_data;
+    uint32_t atomic_cap;    /* enum ibv_atomic_cap */
+    char fw_ver[64];
+    uint32_t max_sge_rd;
+    uint32_t max_res_rd_atom;
+    uint32_t max_pkeys;
+    uint8_t local_ca_ack_delay;
+    uint8_t phys_port_cnt;
+    uint8_t reserved[2];
+};
+
+struct uroce_ctrl_port_attr {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t state;         /* enum ibv_port_state */
+    uint32_t max_mtu;       /* enum ibv_mtu */
+    uint32_t active_mtu;
+    uint32_t gid_tbl_len;
+    uint32_t max_msg_sz;
+    uint32_t phys_state;
+    uint8_t active_width;
+    uint8_t active_speed;
+    uint8_t link_layer;     /* IBV_LINK_LAYER_ETHERNET */
+    uint8_t reserved[5];
+    uint8_t mac[8];
+    uint32_t port_cap_flags; /* IBV_PORT_* capability bits */
+    uint16_t pkey_tbl_len;
+    uint8_t max_vl_num;
+    uint8_t reserved2;
+};
+
+/* Objects are named by 32-bit handles (PD) or keys (MR, MW). */
+struct uroce_ctrl_handle {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t handle;
+    uint32_t reserved;
+};
+
+struct uroce_ctrl_reg_mr {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t access;
+    uint64_t addr;
+    uint64_t length;
+    uint64_t iova;
+    uint32_t flags;          /* UROCE_REG_* */
+    uint32_t rereg_flags;    /* REREG_MR: IBV_REREG_MR_* */
+    uint32_t lkey;           /* REREG_MR: the MR */
+    uint32_t reserved;
+};
+#define UROCE_REG_HAS_IOVA 0x1u   /* iova is meaningful (reg_mr_iova) */
+#define UROCE_REG_DMABUF 0x2u     /* fd in SCM_RIGHTS; addr is the offset */
+
+struct uroce_ctrl_mr_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t lkey;
+    uint32_t rkey;
+};
+
+struct uroce_ctrl_alloc_mw {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t type;  /* 1 or 2 */
+};
+
+struct uroce_ctrl_bind_mw {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t mw_rkey;
+    uint32_t mr_lkey;
+    uint64_t addr;
+    uint64_t length;
+    uint32_t access;
+    uint32_t qp_pd;
+};
+
+struct uroce_ctrl_relaxed_pool {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t capacity;
+    uint32_t dirty_watermark;
+    uint32_t invalidate_after_us;
+};
+
+struct uroce_ctrl_status_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t clients;
+    uint32_t pds;
+    uint32_t mrs;
+    uint32_t mws;
+    uint32_t relaxed_pools;
+    uint32_t reserved;
+    uint64_t clients_closed;
+    uint64_t objects_reclaimed;
+    uint64_t bad_messages;
+    uint32_t cqs;
+    uint32_t qps;
+    uint32_t srqs;
+    uint32_t ahs;
+};
+
+/*
+ * Completion queues. CREATE_CQ's reply passes a memfd holding the CQ ring:
+ * a uroce_cq_ring header followed by `entries` slots of UROCE_CQE_BYTES,
+ * mapped by both sides (the daemon produces, the provider consumes; the data
+ * path fills it in a later version: today the ring stays empty).
+ */
+struct uroce_ctrl_create_cq {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t cqe;           /* entries asked for (ibv_create_cq's cqe) */
+    uint32_t comp_vector;
+};
+struct uroce_ctrl_cq_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t handle;
+    uint32_t cqe;           /* entries granted (>= asked) */
+    uint64_t ring_bytes;    /* size of the memfd */
+};
+#define UROCE_CQ_RING_VERSION 1u
+#define UROCE_CQE_BYTES 64u
+struct uroce_cq_ring {
+    uint32_t version;
+    uint32_t entries;
+    uint32_t producer;      /* daemon writes (atomic) */
+    uint32_t consumer;      /* provider writes (atomic) */
+    uint8_t pad[48];        /* entries start on a cache line */
+};
+
+/* Queue pairs. Enum values are verbs.h's (qp_type, states, MTU, masks). */
+struct uroce_ctrl_qp_cap {
+    uint32_t max_send_wr;
+    uint32_t max_recv_wr;
+    uint32_t max_send_sge;
+    uint32_t max_recv_sge;
+    uint32_t max_inline_data;
+    uint32_t reserved;
+};
+
+/* struct ibv_ah_attr with its GRH flattened in. */
+struct uroce_ctrl_ah_attr {
+    uint8_t dgid[16];       /* network byte order */
+    uint32_t flow_label;
+    uint8_t sgid_index;
+    uint8_t hop_limit;
+    uint8_t traffic_class;
+    uint8_t is_global;
+    uint16_t dlid;
+    uint8_t sl;
+    uint8_t src_path_bits;
+    uint8_t static_rate;
+    uint8_t port_num;
+    uint8_t reserved[2];
+};
+
+/* struct ibv_qp_attr without the alternate path (RoCE has no APM). */
+struct uroce_ctrl_qp_attr {
+    uint32_t qp_state;
+    uint32_t cur_qp_state;
+    uint32_t path_mtu;
+    uint32_t path_mig_state;
+    uint32_t qkey;
+    uint32_t rq_psn;
+    uint32_t sq_psn;
+    uint32_t dest_qp_num;
+    uint32_t qp_access_flags;
+    uint32_t rate_limit;
+    uint16_t pkey_index;
+    uint8_t en_sqd_async_notify;
+    uint8_t sq_draining;
+    uint8_t max_rd_atomic;
+    uint8_t max_dest_rd_atomic;
+    uint8_t min_rnr_timer;
+    uint8_t port_num;
+    uint8_t timeout;
+    uint8_t retry_cnt;
+    uint8_t rnr_retry;
+    uint8_t reserved[5];
+    struct uroce_ctrl_qp_cap cap;
+    struct uroce_ctrl_ah_attr ah_attr;
+};
+
+struct uroce_ctrl_create_qp {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t send_cq;
+    uint32_t recv_cq;
+    uint32_t srq;           /* 0: none */
+    uint8_t qp_type;        /* IBV_QPT_RC, UC or UD */
+    uint8_t sq_sig_all;
+    uint8_t reserved[6];
+    struct uroce_ctrl_qp_cap cap;
+};
+struct uroce_ctrl_create_qp_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t qpn;
+    uint32_t reserved;
+    struct uroce_ctrl_qp_cap cap;  /* granted */
+};
+
+struct uroce_ctrl_modify_qp {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t qpn;
+    uint32_t attr_mask;     /* enum ibv_qp_attr_mask */
+    struct uroce_ctrl_qp_attr attr;
+};
+
+/* QUERY_QP: the request is a uroce_ctrl_handle naming the QPN. */
+struct uroce_ctrl_query_qp_reply {
+    struct uroce_ctrl_hdr hdr;
+    struct uroce_ctrl_qp_attr attr;
+};
+
+/* Shared receive queues: CREATE_SRQ (pd, max_wr, max_sge, srq_limit),
+ * MODIFY_SRQ (handle, attr_mask of IBV_SRQ_MAX_WR / IBV_SRQ_LIMIT, values),
+ * and the replies of CREATE_SRQ and QUERY_SRQ (a uroce_ctrl_handle request). */
+struct uroce_ctrl_srq {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t handle;
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t srq_limit;
+    uint32_t attr_mask;
+};
+
+/* Address handles: CREATE_AH replies with a uroce_ctrl_handle. */
+struct uroce_ctrl_create_ah {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t reserved;
+    struct uroce_ctrl_ah_attr attr;
+};
+
+#ifdef __cplusplus
+static_assert(sizeof(struct uroce_ctrl_hdr) == 24, "header layout");
+static_assert(sizeof(struct uroce_ctrl_reg_mr) % 8 == 0, "explicit padding");
+static_assert(sizeof(struct uroce_ctrl_device_attr) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_ctrl_device_attr) == 216, "device attr layout");
+static_assert(sizeof(struct uroce_ctrl_port_attr) == 72, "port attr layout");
+static_assert(sizeof(struct uroce_ctrl_status_reply) == 88, "status layout");
+static_assert(sizeof(struct uroce_ctrl_create_cq) == 32, "create cq layout");
+static_assert(sizeof(struct uroce_ctrl_cq_reply) == 40, "cq reply layout");
+static_assert(sizeof(struct uroce_cq_ring) == 64, "ring header is one cache line");
+static_assert(sizeof(struct uroce_ctrl_qp_cap) == 24, "qp cap layout");
+static_assert(sizeof(struct uroce_ctrl_ah_attr) == 32, "ah attr layout");
+static_assert(sizeof(struct uroce_ctrl_qp_attr) == 112, "qp attr layout");
+static_assert(sizeof(struct uroce_ctrl_create_qp) == 72, "create qp layout");
+static_assert(sizeof(struct uroce_ctrl_create_qp_reply) == 56, "create qp reply layout");
+static_assert(sizeof(struct uroce_ctrl_modify_qp) == 144, "modify qp layout");
+static_assert(sizeof(struct uroce_ctrl_query_qp_reply) == 136, "query qp reply layout");
+static_assert(sizeof(struct uroce_ctrl_srq) == 48, "srq layout");
+static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
+#endif
+
+#endif /* UROCE_ABI_CONTROL_H */

@@ -1,0 +1,303 @@
+#include "queue_objects.h"
+
+#include <cerrno>
+
+namespace uroce::device {
+
+QueueObjects::QueueObjects(mr::PdTable& pds, QueueLimits limits, qp::PortLimits port)
+    : pds_(pds), limits_(limits), port_(port) {}
+
+Created QueueObjects::create_cq(std::uint32_t owner, std::uint32_t& cqe) {
+    std::lock_guard lock(mutex_);
+    if (cqe == 0 || cqe > limits_.max_cqe) {
+        return {EINVAL, 0};
+    }
+    if (cqs_.size() >= limits_.max_cq) {
+        return {ENOMEM, 0};
+    }
+    const std::uint32_t h = next_handle_++;
+    cqs_[h] = Cq{owner, cqe, 0};
+    return {0, h};
+}
+
+int QueueObjects::destroy_cq(std::uint32_t owner, std::uint32_t cq) {
+    std::lock_guard lock(mutex_);
+    auto it = cqs_.find(cq);
+    if (it == cqs_.end() || it->second.owner != owner) {
+        return EINVAL;
+    }
+    if (it->second.users != 0) {
+        return EBUSY;
+    }
+    cqs_.erase(it);
+    return 0;
+}
+
+Created QueueObjects::create_srq(std::uint32_t owner, std::uint32_t pd, SrqAttr& attr) {
+    std::lock_guard lock(mutex_);
+    if (!pds_.owned_by(pd, owner)) {
+        return {EINVAL, 0};
+    }
+    // ibv_create_srq(3): max_wr and max_sge must be within the device's
+    // limits; srq_limit is ignored at creation.
+    if (attr.max_wr == 0 || attr.max_wr > limits_.max_srq_wr || attr.max_sge > limits_.max_srq_sge) {
+        return {EINVAL, 0};
+    }
+    if (srqs_.size() >= limits_.max_srq) {
+        return {ENOMEM, 0};
+    }
+    attr.srq_limit = 0;
+    const std::uint32_t h = next_handle_++;
+    srqs_[h] = Srq{owner, pd, attr, 0};
+    pds_.ref(pd);
+    return {0, h};
+}
+
+int QueueObjects::modify_srq(std::uint32_t owner, std::uint32_t srq, std::uint32_t mask, const SrqAttr& attr) {
+    std::lock_guard lock(mutex_);
+    auto it = srqs_.find(srq);
+    if (it == srqs_.end() || it->second.owner != owner) {
+        return EINVAL;
+    }
+    if ((mask & ~(kSrqMaxWr | kSrqLimit)) != 0) {
+        return EINVAL;
+    }
+    SrqAttr next = it->second.attr;
+    if ((mask & kSrqMaxWr) != 0) {
+        // Resizing is optional in IBTA; a device that cannot refuses it.
+        // uroce's queues are sized at creation, as rdma_rxe's are not: refuse
+        // shrinking and beyond-limit sizes, accept growth.
+        if (attr.max_wr < next.max_wr || attr.max_wr > limits_.max_srq_wr) {
+            return EINVAL;
+        }
+        next.max_wr = attr.max_wr;
+    }
+    if ((mask & kSrqLimit) != 0) {
+        if (attr.srq_limit > next.max_wr) {
+            return EINVAL;
+        }
+        next.srq_limit = attr.srq_limit;
+    }
+    it->second.attr = next;
+    return 0;
+}
+
+int QueueObjects::query_srq(std::uint32_t owner, std::uint32_t srq, SrqAttr& attr) const {
+    std::lock_guard lock(mutex_);
+    auto it = srqs_.find(srq);
+    if (it == srqs_.end() || it->second.owner != owner) {
+        return EINVAL;
+    }
+    attr = it->second.attr;
+    return 0;
+}
+
+int QueueObjects::destroy_srq(std::uint32_t owner, std::uint32_t srq) {
+    std::lock_guard lock(mutex_);
+    auto it = srqs_.find(srq);
+    if (it == srqs_.end() || it->second.owner != owner) {
+        return EINVAL;
+    }
+    if (it->second.users != 0) {
+        return EBUSY;
+    }
+    pds_.unref(it->second.pd);
+    srqs_.erase(it);
+    return 0;
+}
+
+int QueueObjects::check_ah(const qp::AhAttr& a) const {
+    // RoCE addresses by GID: every AH carries a GRH.
+    if (!a.is_global || a.port_num != qp::kPortNum || a.sgid_index >= port_.gid_table_len ||
+        (a.flow_label & ~qp::kFlowLabelMask) != 0 || a.sl > qp::kMaxSl || !qp::is_valid_static_rate(a.static_rate)) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+Created QueueObjects::create_ah(std::uint32_t owner, std::uint32_t pd, const qp::AhAttr& attr) {
+    std::lock_guard lock(mutex_);
+    if (!pds_.owned_by(pd, owner)) {
+        return {EINVAL, 0};
+    }
+    if (const int err = check_ah(attr); err != 0) {
+        return {err, 0};
+    }
+    if (ahs_.size() >= limits_.max_ah) {
+        return {ENOMEM, 0};
+    }
+    const std::uint32_t h = next_handle_++;
+    ahs_[h] = Ah{owner, pd, attr};
+    pds_.ref(pd);
+    return {0, h};
+}
+
+int QueueObjects::destroy_ah(std::uint32_t owner, std::uint32_t ah) {
+    std::lock_guard lock(mutex_);
+    auto it = ahs_.find(ah);
+    if (it == ahs_.end() || it->second.owner != owner) {
+        return EINVAL;
+    }
+    pds_.unref(it->second.pd);
+    ahs_.erase(it);
+    return 0;
+}
+
+std::uint32_t QueueObjects::next_qpn() {
+    // 24-bit QPNs, never 0 or 1, never one in use.
+    for (;;) {
+        const std::uint32_t qpn = next_qpn_;
+        next_qpn_ = (next_qpn_ + 1) & qp::kQpnMask;
+        if (next_qpn_ < 2) {
+            next_qpn_ = 2;
+        }
+        if (qpn >= 2 && !qps_.contains(qpn)) {
+            return qpn;
+        }
+    }
+}
+
+Created QueueObjects::create_qp(std::uint32_t owner, QpCreate& c) {
+    std::lock_guard lock(mutex_);
+    if (!qp::is_valid(c.type) || !pds_.owned_by(c.pd, owner)) {
+        return {EINVAL, 0};
+    }
+    auto scq = cqs_.find(c.send_cq);
+    auto rcq = cqs_.find(c.recv_cq);
+    if (scq == cqs_.end() || scq->second.owner != owner || rcq == cqs_.end() || rcq->second.owner != owner) {
+        return {EINVAL, 0};
+    }
+    Srq* srq = nullptr;
+    if (c.srq != 0) {
+        auto s = srqs_.find(c.srq);
+        if (s == srqs_.end() || s->second.owner != owner || s->second.pd != c.pd) {
+            return {EINVAL, 0};
+        }
+        srq = &s->second;
+        c.cap.max_recv_wr = 0;  // ibv_create_qp(3): ignored with an SRQ
+        c.cap.max_recv_sge = 0;
+    }
+    const qp::QpCap& cap = c.cap;
+    if (cap.max_send_wr > limits_.max_qp_wr || cap.max_recv_wr > limits_.max_qp_wr ||
+        cap.max_send_sge > limits_.max_sge || cap.max_recv_sge > limits_.max_sge ||
+        cap.max_inline_data > limits_.max_inline_data) {
+        return {EINVAL, 0};
+    }
+    if (qps_.size() >= limits_.max_qp) {
+        return {ENOMEM, 0};
+    }
+    Qp q;
+    q.owner = owner;
+    q.pd = c.pd;
+    q.type = c.type;
+    q.send_cq = c.send_cq;
+    q.recv_cq = c.recv_cq;
+    q.srq = c.srq;
+    q.sq_sig_all = c.sq_sig_all;
+    q.attr.cap = cap;
+    const std::uint32_t qpn = next_qpn();
+    ++scq->second.users;
+    ++rcq->second.users;
+    if (srq != nullptr) {
+        ++srq->users;
+    }
+    pds_.ref(c.pd);
+    qps_[qpn] = q;
+    return {0, qpn};
+}
+
+int QueueObjects::modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_t mask, const qp::QpAttr& attr,
+                            const char*& reason) {
+    std::lock_guard lock(mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end() || it->second.owner != owner) {
+        reason = "no such QP of this client";
+        return EINVAL;
+    }
+    Qp& q = it->second;
+    const qp::ModifyCheck check = qp::check_modify(q.type, q.attr, mask, attr, port_);
+    if (check.error != 0) {
+        reason = check.reason;
+        return check.error;
+    }
+    qp::apply_modify(q.attr, mask, attr, check.next);
+    // No send work reaches the daemon yet (the data path is the next step),
+    // so a QP entering SQD has nothing to drain: it is drained at once, and
+    // may be modified in SQD or resumed to RTS.
+    q.attr.sq_draining = false;
+    return 0;
+}
+
+std::optional<qp::QpAttr> QueueObjects::query_qp(std::uint32_t owner, std::uint32_t qpn) const {
+    std::lock_guard lock(mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end() || it->second.owner != owner) {
+        return std::nullopt;
+    }
+    return it->second.attr;
+}
+
+void QueueObjects::release_qp_refs(const Qp& q) {
+    if (auto s = cqs_.find(q.send_cq); s != cqs_.end() && s->second.users > 0) {
+        --s->second.users;
+    }
+    if (auto r = cqs_.find(q.recv_cq); r != cqs_.end() && r->second.users > 0) {
+        --r->second.users;
+    }
+    if (auto s = srqs_.find(q.srq); q.srq != 0 && s != srqs_.end() && s->second.users > 0) {
+        --s->second.users;
+    }
+    pds_.unref(q.pd);
+}
+
+int QueueObjects::destroy_qp(std::uint32_t owner, std::uint32_t qpn) {
+    std::lock_guard lock(mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end() || it->second.owner != owner) {
+        return EINVAL;
+    }
+    release_qp_refs(it->second);
+    qps_.erase(it);
+    return 0;
+}
+
+std::size_t QueueObjects::destroy_owner(std::uint32_t owner) {
+    std::lock_guard lock(mutex_);
+    std::size_t n = 0;
+    for (auto it = qps_.begin(); it != qps_.end();) {
+        if (it->second.owner == owner) {
+            release_qp_refs(it->second);
+            it = qps_.erase(it);
+            ++n;
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = ahs_.begin(); it != ahs_.end();) {
+        if (it->second.owner == owner) {
+            pds_.unref(it->second.pd);
+            it = ahs_.erase(it);
+            ++n;
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = srqs_.begin(); it != srqs_.end();) {
+        if (it->second.owner == owner) {
+            pds_.unref(it->second.pd);
+            it = srqs_.erase(it);
+            ++n;
+        } else {
+            ++it;
+        }
+    }
+    n += static_cast<std::size_t>(std::erase_if(cqs_, [owner](const auto& kv) { return kv.second.owner == owner; }));
+    return n;
+}
+
+QueueCounts QueueObjects::counts() const {
+    std::lock_guard lock(mutex_);
+    return {cqs_.size(), qps_.size(), srqs_.size(), ahs_.size()};
+}
+
+}  // namespace uroce::device

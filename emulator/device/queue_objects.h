@@ -1,0 +1,149 @@
+// The client-owned queue objects of one device: completion queues, queue
+// pairs, shared receive queues and address handles. Like PDs and MRs
+// (mr/pd_table.h, mr/mr_table.h) each belongs to the client that created it:
+// naming another client's object gets EINVAL, as if it did not exist, and
+// destroy_owner() removes everything a departed client left behind.
+//
+// Validation follows the verbs man pages and what kernel drivers refuse:
+// sizes within the device limits, objects in the caller's PD, a QP's CQs and
+// SRQ owned by the caller, and every ibv_modify_qp(3) through the IBTA state
+// machine of qp/qp_state_machine.h. Destroying a CQ, SRQ (or a PD, through
+// PdTable's references) that a QP still uses fails with EBUSY.
+//
+// Control path only (the daemon's control thread): one mutex serialises it.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "mr/pd_table.h"
+#include "qp/qp_attr.h"
+#include "qp/qp_state_machine.h"
+#include "qp/qp_types.h"
+
+namespace uroce::device {
+
+// Limits reported by QUERY_DEVICE and enforced here.
+struct QueueLimits {
+    std::uint32_t max_cq = 1u << 16;
+    std::uint32_t max_cqe = 1u << 16;
+    std::uint32_t max_qp = 1u << 16;
+    std::uint32_t max_qp_wr = 1u << 14;
+    std::uint32_t max_sge = 32;
+    std::uint32_t max_inline_data = 256;
+    std::uint32_t max_srq = 1u << 12;
+    std::uint32_t max_srq_wr = 1u << 14;
+    std::uint32_t max_srq_sge = 32;
+    std::uint32_t max_ah = 1u << 16;
+};
+
+struct Created {
+    int error = 0;
+    std::uint32_t handle = 0;  // CQ / SRQ / AH handle, or the QPN
+};
+
+struct QpCreate {
+    std::uint32_t pd = 0;
+    qp::QpType type = qp::QpType::Rc;
+    std::uint32_t send_cq = 0;
+    std::uint32_t recv_cq = 0;
+    std::uint32_t srq = 0;  // 0: none
+    bool sq_sig_all = false;
+    qp::QpCap cap;  // asked for; granted values are written back
+};
+
+struct SrqAttr {
+    std::uint32_t max_wr = 0;
+    std::uint32_t max_sge = 0;
+    std::uint32_t srq_limit = 0;
+};
+
+// ibv_modify_srq(3) mask bits (enum ibv_srq_attr_mask).
+inline constexpr std::uint32_t kSrqMaxWr = 1u << 0;
+inline constexpr std::uint32_t kSrqLimit = 1u << 1;
+
+struct QueueCounts {
+    std::size_t cqs = 0;
+    std::size_t qps = 0;
+    std::size_t srqs = 0;
+    std::size_t ahs = 0;
+};
+
+class QueueObjects {
+public:
+    QueueObjects(mr::PdTable& pds, QueueLimits limits, qp::PortLimits port);
+
+    [[nodiscard]] const QueueLimits& limits() const { return limits_; }
+    [[nodiscard]] const qp::PortLimits& port_limits() const { return port_; }
+
+    // `cqe` in: entries asked for (1..max_cqe); out: granted.
+    Created create_cq(std::uint32_t owner, std::uint32_t& cqe);
+    int destroy_cq(std::uint32_t owner, std::uint32_t cq);  // EBUSY while a QP uses it
+
+    Created create_srq(std::uint32_t owner, std::uint32_t pd, SrqAttr& attr);
+    int modify_srq(std::uint32_t owner, std::uint32_t srq, std::uint32_t mask, const SrqAttr& attr);
+    int query_srq(std::uint32_t owner, std::uint32_t srq, SrqAttr& attr) const;
+    int destroy_srq(std::uint32_t owner, std::uint32_t srq);  // EBUSY while a QP uses it
+
+    Created create_ah(std::uint32_t owner, std::uint32_t pd, const qp::AhAttr& attr);
+    int destroy_ah(std::uint32_t owner, std::uint32_t ah);
+
+    // `c.cap` is updated to what was granted.
+    Created create_qp(std::uint32_t owner, QpCreate& c);
+    // 0 or EINVAL (the reason, for logs, in `reason`).
+    int modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_t mask, const qp::QpAttr& attr,
+                  const char*& reason);
+    [[nodiscard]] std::optional<qp::QpAttr> query_qp(std::uint32_t owner, std::uint32_t qpn) const;
+    int destroy_qp(std::uint32_t owner, std::uint32_t qpn);
+
+    // Destroys every object of `owner` (QPs first); returns how many.
+    std::size_t destroy_owner(std::uint32_t owner);
+    [[nodiscard]] QueueCounts counts() const;
+
+private:
+    struct Cq {
+        std::uint32_t owner = 0;
+        std::uint32_t cqe = 0;
+        std::uint32_t users = 0;  // QPs
+    };
+    struct Srq {
+        std::uint32_t owner = 0;
+        std::uint32_t pd = 0;
+        SrqAttr attr;
+        std::uint32_t users = 0;
+    };
+    struct Ah {
+        std::uint32_t owner = 0;
+        std::uint32_t pd = 0;
+        qp::AhAttr attr;
+    };
+    struct Qp {
+        std::uint32_t owner = 0;
+        std::uint32_t pd = 0;
+        qp::QpType type = qp::QpType::Rc;
+        std::uint32_t send_cq = 0;
+        std::uint32_t recv_cq = 0;
+        std::uint32_t srq = 0;
+        bool sq_sig_all = false;
+        qp::QpAttr attr;
+    };
+
+    [[nodiscard]] int check_ah(const qp::AhAttr& a) const;
+    std::uint32_t next_qpn();
+    void release_qp_refs(const Qp& q);
+
+    mr::PdTable& pds_;
+    QueueLimits limits_;
+    qp::PortLimits port_;
+    mutable std::mutex mutex_;
+    std::unordered_map<std::uint32_t, Cq> cqs_;
+    std::unordered_map<std::uint32_t, Srq> srqs_;
+    std::unordered_map<std::uint32_t, Ah> ahs_;
+    std::unordered_map<std::uint32_t, Qp> qps_;
+    std::uint32_t next_handle_ = 1;
+    std::uint32_t next_qpn_ = 0x11;  // QP0 and QP1 are the special QPs; rdma_rxe starts at 17 too
+};
+
+}  // namespace uroce::device

@@ -1,0 +1,310 @@
+"""uroced as a client sees it: the published tree, the control protocol, hostile
+clients, clients killed mid-registration, and shutdown.
+
+usage: test_daemon.py UROCED UROCE
+"""
+
+import ctypes
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from uroce_control import (ALLOC_PD, HDR, MAGIC, STATUS, VERSION, Client)
+
+UROCED = UROCE = None
+
+LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ = 1, 2, 4
+EINVAL = 22
+
+
+class Daemon:
+    """One uroced on the loopback port, in its own state directory."""
+
+    def __init__(self, *extra):
+        self.tmp = tempfile.TemporaryDirectory(prefix="uroced-test-")
+        self.state = self.tmp.name
+        self.log = open(os.path.join(self.state, "uroced.log"), "w+")
+        self.proc = subprocess.Popen([UROCED, "--port", "loopback", "--ip", "192.0.2.1", "--ip", "2001:db8::7",
+                                      "--state-dir", self.state, *extra], stderr=self.log)
+        r = subprocess.run([UROCE, "status", "--state-dir", self.state, "--wait", "20"], capture_output=True,
+                           text=True, timeout=30)
+        if r.returncode != 0:
+            self.stop()
+            raise RuntimeError(f"uroced did not become ready: {r.stderr}\n{self.log_text()}")
+        self.socket = os.path.join(self.state, "uroce0.sock")
+
+    def log_text(self):
+        self.log.flush()
+        with open(self.log.name) as f:
+            return f.read()
+
+    def client(self):
+        return Client(self.socket)
+
+    def status(self):
+        c = self.client()
+        try:
+            return c.status()
+        finally:
+            c.close()
+
+    def wait_for(self, predicate, what, seconds=30):
+        """Polls the daemon's counters until predicate holds (bounded)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            s = self.status()
+            if predicate(s):
+                return s
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}: {s}")
+            time.sleep(0.01)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+        self.log.close()
+        self.tmp.cleanup()
+
+
+class TreeTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def read(self, rel):
+        with open(os.path.join(self.d.state, "sys", rel)) as f:
+            return f.read().strip()
+
+    def test_tree(self):
+        self.assertEqual(self.read("class/infiniband_verbs/abi_version"), "6")
+        self.assertEqual(self.read("class/infiniband_verbs/uverbs_uroce0/ibdev"), "uroce0")
+        self.assertEqual(self.read("class/infiniband_verbs/uverbs_uroce0/dev"), "0:0")
+        dev = "class/infiniband/uroce0/"
+        self.assertEqual(self.read(dev + "node_type"), "1: CA")
+        self.assertEqual(self.read(dev + "ports/1/pkeys/0"), "0xffff")
+        self.assertEqual(self.read(dev + "uroce_control_socket"), self.d.socket)
+        gids = [self.read(dev + f"ports/1/gids/{i}") for i in range(16)]
+        types = [self.read(dev + f"ports/1/gid_attrs/types/{i}") for i in range(16)]
+        self.assertTrue(gids[0].startswith("fe80:0000:0000:0000:"))
+        self.assertEqual((gids[1], types[0], types[1]), (gids[0], "IB/RoCE v1", "RoCE v2"))
+        self.assertEqual(gids[2], "0000:0000:0000:0000:0000:ffff:c000:0201")
+        self.assertEqual(types[2], "RoCE v2")
+        self.assertEqual(gids[3], "2001:0db8:0000:0000:0000:0000:0000:0007")
+        self.assertEqual(gids[4:], ["0000:0000:0000:0000:0000:0000:0000:0000"] * 12)
+        # The MAC-derived interface identifier is the modified EUI-64 of the port's MAC.
+        r = subprocess.run([UROCE, "status", "--state-dir", self.d.state], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        mac = r.stdout.split("MAC ")[1].split(",")[0].split(":")
+        eui = [int(mac[0], 16) ^ 2, int(mac[1], 16), int(mac[2], 16), 0xFF, 0xFE] + [int(x, 16) for x in mac[3:]]
+        self.assertEqual(gids[0][20:].replace(":", ""), "".join(f"{b:02x}" for b in eui))
+        self.assertIn("PORT_ACTIVE", r.stdout)
+        self.assertIn("active MTU 1024", r.stdout)
+
+
+class ProtocolTests(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_registration_rules_and_isolation(self):
+        buf = ctypes.create_string_buffer(1 << 16)
+        addr = ctypes.addressof(buf)
+        a, b = self.d.client(), self.d.client()
+        try:
+            self.assertEqual(a.hello()[0], 0)
+            status, pd = a.alloc_pd()
+            self.assertEqual(status, 0)
+            status, keys = a.reg_mr(pd, addr, len(buf), LOCAL_WRITE | REMOTE_WRITE)
+            self.assertEqual(status, 0)
+            lkey, rkey = keys
+            self.assertEqual(lkey, rkey)
+            # ibv_reg_mr(3): remote write needs local write.
+            self.assertEqual(a.reg_mr(pd, addr, len(buf), REMOTE_WRITE)[0], EINVAL)
+            self.assertEqual(a.reg_mr(pd, addr, len(buf), 1 << 12)[0], EINVAL)  # unknown flag
+            self.assertEqual(a.reg_mr(pd, addr, 0, LOCAL_WRITE)[0], EINVAL)
+            # Another client cannot name a's objects.
+            self.assertEqual(b.dereg_mr(lkey), EINVAL)
+            self.assertEqual(b.dealloc_pd(pd), EINVAL)
+            self.assertEqual(b.reg_mr(pd, addr, len(buf), LOCAL_WRITE)[0], EINVAL)
+            self.assertEqual(a.dealloc_pd(pd), 16)  # EBUSY: the MR uses it
+            self.assertEqual(a.dereg_mr(lkey), 0)
+            self.assertEqual(a.dereg_mr(lkey), EINVAL)
+            self.assertEqual(a.dealloc_pd(pd), 0)
+        finally:
+            a.close()
+            b.close()
+
+    def test_unmapped_memory_is_efault(self):
+        c = self.d.client()
+        try:
+            _, pd = c.alloc_pd()
+            self.assertEqual(c.reg_mr(pd, 0x10, 4096, LOCAL_WRITE)[0], 14)  # EFAULT
+        finally:
+            c.close()
+
+
+class HostileClientTests(unittest.TestCase):
+    """Garbage on the control socket ends that connection, never the daemon."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def send_and_expect_drop(self, payload, fds=None):
+        c = self.d.client()
+        try:
+            if fds:
+                import array
+                import socket
+                c.sock.sendmsg([payload], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+            else:
+                c.sock.send(payload)
+            self.assertEqual(c.sock.recv(1024), b"", "the daemon must close a connection that sent garbage")
+        finally:
+            c.close()
+
+    def test_garbage_is_dropped_and_counted(self):
+        good = self.d.client()
+        _, pd = good.alloc_pd()
+        before = self.d.status()["bad_messages"]
+        hdr = lambda op, length, magic=MAGIC, version=VERSION: HDR.pack(magic, version, op, length, 1, 0, 0)
+        cases = [
+            os.urandom(100),                                   # random bytes
+            b"\x01\x02\x03",                                   # shorter than a header
+            hdr(STATUS, 24)[:20],                              # truncated header
+            hdr(STATUS, 600) + bytes(576),                     # longer than any message
+            hdr(STATUS, 24, magic=0xDEADBEEF),                 # bad magic
+            hdr(STATUS, 24, version=99),                       # bad version
+            hdr(999, 24),                                      # unknown operation
+            hdr(ALLOC_PD, 40) ,                                # length field disagrees with the datagram
+            hdr(ALLOC_PD, 32) + bytes(8),                      # right length field, wrong size for the op
+        ]
+        for payload in cases:
+            with self.subTest(payload=payload[:24].hex()):
+                self.send_and_expect_drop(payload)
+        r, w = os.pipe()
+        self.send_and_expect_drop(hdr(STATUS, 24), fds=[r, w, r])  # more fds than any request carries
+        os.close(r)
+        os.close(w)
+        for _ in range(200):
+            self.send_and_expect_drop(os.urandom(1 + os.urandom(1)[0] * 2))
+        after = self.d.wait_for(lambda s: s["bad_messages"] >= before + len(cases) + 1 + 200, "bad messages counted")
+        self.assertEqual(after["bad_messages"], before + len(cases) + 1 + 200)
+        # The well-behaved client was served all along.
+        self.assertEqual(good.dealloc_pd(pd), 0)
+        good.close()
+        self.assertIsNone(self.d.proc.poll(), "uroced must still be running")
+
+
+class KilledClientTests(unittest.TestCase):
+    CYCLES = 1000
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_killed_mid_registration_leaks_nothing(self):
+        buf = ctypes.create_string_buffer(1 << 20)
+        addr = ctypes.addressof(buf)
+        before = self.d.status()
+        for i in range(self.CYCLES):
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                try:
+                    c = Client(self.d.socket)
+                    c.hello()
+                    _, pd = c.alloc_pd()
+                    n = 0
+                    while True:
+                        status, _keys = c.reg_mr(pd, addr + (n % 256) * 4096, 4096, LOCAL_WRITE | REMOTE_READ)
+                        n += 1
+                        if n == 1 + i % 7:
+                            os.write(w, b"x")  # registered at least once: kill me now
+                finally:
+                    os._exit(1)
+            os.close(w)
+            self.assertEqual(os.read(r, 1), b"x")
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(r)
+        # The client asking for the status is the one still connected.
+        after = self.d.wait_for(lambda s: s["clients"] == 1 and s["clients_closed"] >= before["clients_closed"] +
+                                self.CYCLES, "every killed client reclaimed")
+        self.assertEqual((after["pds"], after["mrs"], after["mws"]), (0, 0, 0))
+        self.assertGreaterEqual(after["objects_reclaimed"] - before["objects_reclaimed"], 2 * self.CYCLES)
+        self.assertEqual(after["bad_messages"], before["bad_messages"], "a killed client is not a misbehaving one")
+        # Still serving.
+        c = self.d.client()
+        self.assertEqual(c.alloc_pd()[0], 0)
+        c.close()
+
+
+class ShutdownTests(unittest.TestCase):
+    def test_sigterm_tells_clients_device_fatal(self):
+        d = Daemon()
+        try:
+            c = d.client()
+            status, _client_id, fds = c.hello()
+            self.assertEqual(status, 0)
+            self.assertEqual(len(fds), 1, "HELLO passes the async-event fd")
+            d.proc.send_signal(signal.SIGTERM)
+            record = os.read(fds[0], 16)
+            element, event_type, _reserved = struct.unpack("<QII", record)
+            self.assertEqual(event_type, 8)  # IBV_EVENT_DEVICE_FATAL
+            self.assertEqual(d.proc.wait(timeout=30), 0)
+            with self.assertRaises((ConnectionError, OSError)):
+                c.alloc_pd()
+            c.close()
+            os.close(fds[0])
+            self.assertFalse(os.path.exists(os.path.join(d.state, "sys/class/infiniband/uroce0")))
+            self.assertFalse(os.path.exists(d.socket))
+        finally:
+            d.stop()
+
+
+class BadConfigurationTests(unittest.TestCase):
+    def run_uroced(self, *args):
+        with tempfile.TemporaryDirectory() as st:
+            return subprocess.run([UROCED, "--state-dir", st, *args], capture_output=True, text=True, timeout=30)
+
+    def test_bad_arguments_are_refused_clearly(self):
+        r = self.run_uroced("--port", "loopback", "--ip", "300.1.2.3")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not an IPv4 or IPv6 address", r.stderr)
+        r = self.run_uroced("--port", "loopback", "--ip", "192.0.2.1", "--name", "mlx5_0")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("must start with 'uroce'", r.stderr)
+        r = self.run_uroced("--ip", "192.0.2.1")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("--port", r.stderr)
+        r = self.run_uroced("--port", "loopback", "--ip", "192.0.2.1", "--mtu", "100")
+        self.assertNotEqual(r.returncode, 0)
+
+
+if __name__ == "__main__":
+    UROCED, UROCE = sys.argv[1], sys.argv[2]
+    unittest.main(argv=[sys.argv[0], "-v"])

@@ -1,0 +1,72 @@
+"""The uroce control protocol (emulator/abi/control.h) from Python, for tests
+that act as clients: well-behaved ones and hostile ones."""
+
+import array
+import socket
+import struct
+
+MAGIC = 0x434F5255
+VERSION = 1
+HDR = struct.Struct("<IHHIIiI")  # magic, version, op, length, seq, status, reserved
+
+HELLO, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR, REREG_MR, DEREG_MR = range(1, 9)
+ALLOC_MW, DEALLOC_MW, BIND_MW, CREATE_RELAXED_POOL, FLUSH_RELAXED, STATUS = range(9, 15)
+
+REG_HAS_IOVA = 1
+
+STATUS_REPLY = struct.Struct("<6I3Q")
+
+
+class Client:
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock.connect(path)
+        self.seq = 0
+
+    def close(self):
+        self.sock.close()
+
+    def call(self, op, body=b"", fds=None):
+        self.seq += 1
+        msg = HDR.pack(MAGIC, VERSION, op, HDR.size + len(body), self.seq, 0, 0) + body
+        if fds:
+            self.sock.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        else:
+            self.sock.send(msg)
+        data, ancdata, _flags, _addr = self.sock.recvmsg(1024, socket.CMSG_SPACE(4))
+        got = []
+        for level, typ, payload in ancdata:
+            if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+                got.extend(array.array("i", payload[: len(payload) - len(payload) % 4]))
+        if not data:
+            raise ConnectionError("daemon closed the connection")
+        magic, _v, rop, length, seq, status, _r = HDR.unpack_from(data)
+        assert magic == MAGIC and rop == op and seq == self.seq and length == len(data), (magic, rop, seq, length)
+        return status, data[HDR.size:], got
+
+    def hello(self):
+        status, body, fds = self.call(HELLO, struct.pack("<II", VERSION, 0))
+        return status, struct.unpack_from("<I", body)[0] if status == 0 else None, fds
+
+    def alloc_pd(self):
+        status, body, _ = self.call(ALLOC_PD)
+        return status, struct.unpack_from("<I", body)[0] if status == 0 else None
+
+    def dealloc_pd(self, pd):
+        return self.call(DEALLOC_PD, struct.pack("<II", pd, 0))[0]
+
+    def reg_mr(self, pd, addr, length, access, iova=None):
+        flags = REG_HAS_IOVA if iova is not None else 0
+        body = struct.pack("<IIQQQIIII", pd, access, addr, length, iova or 0, flags, 0, 0, 0)
+        status, reply, _ = self.call(REG_MR, body)
+        return status, struct.unpack_from("<II", reply) if status == 0 else None
+
+    def dereg_mr(self, lkey):
+        return self.call(DEREG_MR, struct.pack("<II", lkey, 0))[0]
+
+    def status(self):
+        status, body, _ = self.call(STATUS)
+        assert status == 0
+        names = ["clients", "pds", "mrs", "mws", "relaxed_pools", "reserved", "clients_closed",
+                 "objects_reclaimed", "bad_messages"]
+        return dict(zip(names, STATUS_REPLY.unpack_from(body)))

@@ -1,0 +1,525 @@
+#include "control_server.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "log.h"
+#include "messages.h"
+#include "mr/relaxed_pool.h"
+
+namespace uroce::daemon {
+
+namespace {
+
+// IBV_EVENT_DEVICE_FATAL (verbs.h enum ibv_event_type).
+constexpr std::uint32_t kEventDeviceFatal = 8;
+// ibv_port_state / phys_state / link layer values (verbs.h).
+constexpr std::uint32_t kPortActive = 4;
+constexpr std::uint32_t kPortDown = 1;
+constexpr std::uint32_t kPhysLinkUp = 5;
+constexpr std::uint32_t kPhysDisabled = 3;
+constexpr std::uint8_t kLinkLayerEthernet = 2;
+constexpr std::uint32_t kAtomicHca = 1;            // IBV_ATOMIC_HCA
+constexpr std::uint32_t kPortIpBasedGids = 1u << 26;  // IBV_PORT_IP_BASED_GIDS
+// IBV_DEVICE_RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | MEM_WINDOW.
+constexpr std::uint32_t kDeviceCapFlags = (1u << 12) | (1u << 11) | (1u << 10) | (1u << 17);
+
+// The size each request must have: exactly this, nothing else.
+std::size_t request_size(std::uint16_t op) {
+    switch (op) {
+        case UROCE_CTRL_HELLO:
+            return sizeof(uroce_ctrl_hello);
+        case UROCE_CTRL_QUERY_DEVICE:
+        case UROCE_CTRL_QUERY_PORT:
+        case UROCE_CTRL_ALLOC_PD:
+        case UROCE_CTRL_STATUS:
+            return sizeof(uroce_ctrl_hdr);
+        case UROCE_CTRL_DEALLOC_PD:
+        case UROCE_CTRL_DEREG_MR:
+        case UROCE_CTRL_DEALLOC_MW:
+        case UROCE_CTRL_FLUSH_RELAXED:
+            return sizeof(uroce_ctrl_handle);
+        case UROCE_CTRL_REG_MR:
+        case UROCE_CTRL_REREG_MR:
+            return sizeof(uroce_ctrl_reg_mr);
+        case UROCE_CTRL_ALLOC_MW:
+            return sizeof(uroce_ctrl_alloc_mw);
+        case UROCE_CTRL_BIND_MW:
+            return sizeof(uroce_ctrl_bind_mw);
+        case UROCE_CTRL_CREATE_RELAXED_POOL:
+            return sizeof(uroce_ctrl_relaxed_pool);
+        default:
+            return queue_request_size(op);
+    }
+}
+
+}  // namespace
+
+ControlServer::ControlServer(std::string socket_path, device::Device& device)
+    : path_(std::move(socket_path)), device_(device) {
+    sockaddr_un addr{};
+    if (path_.size() >= sizeof(addr.sun_path)) {
+        throw std::runtime_error("control socket path too long (max " + std::to_string(sizeof(addr.sun_path) - 1) +
+                                 " bytes): " + path_);
+    }
+    listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listen_fd_ < 0) {
+        throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
+    }
+    addr.sun_family = AF_UNIX;
+    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+    ::unlink(path_.c_str());
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(listen_fd_, 64) != 0) {
+        const int err = errno;
+        ::close(listen_fd_);
+        throw std::runtime_error(fmt::format("cannot listen on {}: {}", path_, std::strerror(err)));
+    }
+    // Any local user may use the device, as with /dev/infiniband/uverbs*;
+    // each client is isolated by its connection, not by file permissions.
+    ::chmod(path_.c_str(), 0666);
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = listen_fd_;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+}
+
+ControlServer::~ControlServer() {
+    shutdown_clients();
+    ::close(epoll_fd_);
+    ::close(listen_fd_);
+    ::unlink(path_.c_str());
+}
+
+void ControlServer::poll_once(int timeout_ms) {
+    epoll_event events[32];
+    const int n = ::epoll_wait(epoll_fd_, events, 32, timeout_ms);
+    for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == listen_fd_) {
+            accept_client();
+        } else if ((events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0 && (events[i].events & EPOLLIN) == 0) {
+            drop(fd, "", false);
+        } else {
+            handle(fd);
+        }
+    }
+}
+
+void ControlServer::accept_client() {
+    for (;;) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            return;
+        }
+        ucred cred{};
+        socklen_t len = sizeof(cred);
+        if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+            ::close(fd);
+            continue;
+        }
+        int pipe_fds[2];
+        if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+            log_warn("cannot create an async-event pipe: {}", std::strerror(errno));
+            ::close(fd);
+            continue;
+        }
+        Connection c;
+        c.client = device_.open_client(cred.pid);
+        c.async_write_fd = pipe_fds[1];
+        // The read end goes to the client with the HELLO reply.
+        connections_[fd] = c;
+        pending_async_read_[fd] = pipe_fds[0];
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.fd = fd;
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+        log_info("client {} connected (pid {})", c.client, cred.pid);
+    }
+}
+
+void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) {
+        return;
+    }
+    const std::uint32_t client = it->second.client;
+    if (client_misbehaved) {
+        device_.count_bad_message();
+        log_warn("client {}: {}; closing its connection", client, why);
+    } else if (!why.empty()) {
+        log_info("client {}: {}", client, why);
+    }
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    if (it->second.async_write_fd >= 0) {
+        ::close(it->second.async_write_fd);
+    }
+    if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
+        ::close(p->second);
+        pending_async_read_.erase(p);
+    }
+    connections_.erase(it);
+    const std::size_t n = device_.close_client(client);
+    release_cq_rings(client);
+    for (auto pit = pools_.begin(); pit != pools_.end();) {
+        if (pit->second.client == client) {
+            ::munmap(pit->second.memory, pit->second.bytes);
+            pit = pools_.erase(pit);
+        } else {
+            ++pit;
+        }
+    }
+    log_info("client {} gone; destroyed {} objects", client, n);
+}
+
+void ControlServer::handle(int fd) {
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) {
+        return;
+    }
+    // One byte more than the largest message, so an oversized one shows as
+    // truncated instead of passing as a valid prefix.
+    alignas(8) std::uint8_t msg[UROCE_CTRL_MAX_MESSAGE + 1];
+    alignas(8) std::uint8_t reply[UROCE_CTRL_MAX_MESSAGE];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)];
+    iovec iov{msg, sizeof(msg)};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof(control);
+    const ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    if (n == 0) {
+        drop(fd, "", false);
+        return;
+    }
+    if (n < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            drop(fd, fmt::format("receive failed: {}", std::strerror(errno)), false);
+        }
+        return;
+    }
+    // Take every fd the client sent, so none leaks whatever happens next.
+    std::vector<int> fds;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (std::size_t i = 0; i < count; ++i) {
+                int f;
+                std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                fds.push_back(f);
+            }
+        }
+    }
+    auto close_fds = [&fds] {
+        for (int f : fds) {
+            ::close(f);
+        }
+    };
+    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fds.size() > 1) {
+        close_fds();
+        drop(fd, (mh.msg_flags & MSG_CTRUNC) != 0 || fds.size() > 1 ? "too many file descriptors"
+                                                                       : "message longer than any request");
+        return;
+    }
+    int reply_fd = -1;
+    const std::size_t len =
+        dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd, fds.empty() ? -1 : fds[0]);
+    close_fds();
+    if (len == 0) {
+        return;  // dispatch dropped the connection
+    }
+    iovec riov{reply, len};
+    msghdr rmh{};
+    rmh.msg_iov = &riov;
+    rmh.msg_iovlen = 1;
+    alignas(cmsghdr) char rcontrol[CMSG_SPACE(sizeof(int))];
+    if (reply_fd >= 0) {
+        rmh.msg_control = rcontrol;
+        rmh.msg_controllen = sizeof(rcontrol);
+        cmsghdr* c = CMSG_FIRSTHDR(&rmh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        std::memcpy(CMSG_DATA(c), &reply_fd, sizeof(int));
+    }
+    if (::sendmsg(fd, &rmh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+        drop(fd, fmt::format("cannot reply: {}", std::strerror(errno)), false);
+    }
+    if (reply_fd >= 0) {
+        ::close(reply_fd);
+    }
+}
+
+std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std::size_t len, std::uint8_t* out,
+                                    int& reply_fd, int received_fd) {
+    const int fd = [&] {
+        for (const auto& [f, conn] : connections_) {
+            if (&conn == &c) {
+                return f;
+            }
+        }
+        return -1;
+    }();
+    if (len < sizeof(uroce_ctrl_hdr)) {
+        drop(fd, fmt::format("message of {} bytes is shorter than a header", len));
+        return 0;
+    }
+    const auto h = read_as<uroce_ctrl_hdr>(msg);
+    if (h.magic != UROCE_CTRL_MAGIC || h.version != UROCE_CTRL_VERSION) {
+        drop(fd, fmt::format("bad magic 0x{:08x} or version {}", h.magic, h.version));
+        return 0;
+    }
+    const std::size_t expected = request_size(h.op);
+    if (expected == 0) {
+        drop(fd, fmt::format("unknown operation {}", h.op));
+        return 0;
+    }
+    if (h.length != len || len != expected) {
+        drop(fd, fmt::format("operation {} with length field {} in a {}-byte message (expected {})", h.op, h.length,
+                             len, expected));
+        return 0;
+    }
+    const std::uint32_t owner = c.client;
+    mr::MrTable& mrs = device_.mrs();
+
+    switch (h.op) {
+        case UROCE_CTRL_HELLO: {
+            const auto req = read_as<uroce_ctrl_hello>(msg);
+            if (req.abi_version != UROCE_CTRL_VERSION) {
+                return status_only(out, h, EPROTONOSUPPORT);
+            }
+            if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
+                reply_fd = p->second;  // closed after sending
+                pending_async_read_.erase(p);
+            }
+            uroce_ctrl_hello_reply r{};
+            r.client_id = owner;
+            return write_reply(out, h, 0, r);
+        }
+        case UROCE_CTRL_QUERY_DEVICE: {
+            const auto& lim = mrs.limits();
+            uroce_ctrl_device_attr a{};
+            a.node_guid = device_.node_guid();
+            a.sys_image_guid = device_.node_guid();
+            a.max_mr_size = lim.max_mr_size;
+            a.page_size_cap = lim.page_size_cap;
+            a.max_mr = lim.max_mr;
+            a.max_mw = lim.max_mw;
+            a.max_pd = device_.pds().max_pd();
+            a.vendor_id = 0;
+            a.vendor_part_id = 0;
+            a.hw_ver = 1;
+            const auto& ql = device_.queues().limits();
+            const qp::PortLimits pl = device_.port_limits();
+            a.max_qp = ql.max_qp;
+            a.max_qp_wr = ql.max_qp_wr;
+            a.max_sge = ql.max_sge;
+            a.max_sge_rd = ql.max_sge;
+            a.max_cq = ql.max_cq;
+            a.max_cqe = ql.max_cqe;
+            a.max_qp_rd_atom = pl.max_dest_rd_atomic;
+            a.max_qp_init_rd_atom = pl.max_rd_atomic;
+            a.max_res_rd_atom = ql.max_qp * pl.max_dest_rd_atomic;
+            a.max_srq = ql.max_srq;
+            a.max_srq_wr = ql.max_srq_wr;
+            a.max_srq_sge = ql.max_srq_sge;
+            a.max_ah = ql.max_ah;
+            a.max_inline_data = ql.max_inline_data;
+            a.max_pkeys = pl.pkey_table_len;
+            a.atomic_cap = kAtomicHca;  // the daemon serialises every atomic
+            a.local_ca_ack_delay = 15;
+            a.phys_port_cnt = 1;
+            a.device_cap_flags = kDeviceCapFlags;
+            std::snprintf(a.fw_ver, sizeof(a.fw_ver), "uroce 0.1.0");
+            return write_reply(out, h, 0, a);
+        }
+        case UROCE_CTRL_QUERY_PORT: {
+            const auto& port = device_.config().port;
+            uroce_ctrl_port_attr p{};
+            p.state = port.link_up ? kPortActive : kPortDown;
+            p.phys_state = port.link_up ? kPhysLinkUp : kPhysDisabled;
+            p.max_mtu = static_cast<std::uint32_t>(device::IbMtu::Mtu4096);
+            p.active_mtu = static_cast<std::uint32_t>(device_.active_mtu());
+            p.gid_tbl_len = device::kGidTableLength;
+            p.max_msg_sz = 1u << 31;
+            p.link_layer = kLinkLayerEthernet;
+            p.active_width = 1;   // 1X
+            p.active_speed = 32;  // IBV_SPEED_FDR10 stand-in for 10 Gb/s
+            std::memcpy(p.mac, port.mac.data(), 6);
+            p.port_cap_flags = kPortIpBasedGids;
+            p.pkey_tbl_len = 1;
+            p.max_vl_num = 1;
+            return write_reply(out, h, 0, p);
+        }
+        case UROCE_CTRL_ALLOC_PD: {
+            const auto a = device_.pds().alloc(owner);
+            uroce_ctrl_handle r{};
+            r.handle = a.pd;
+            return write_reply(out, h, a.error, r);
+        }
+        case UROCE_CTRL_DEALLOC_PD:
+            return status_only(out, h, device_.pds().dealloc(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_REG_MR:
+        case UROCE_CTRL_REREG_MR: {
+            const auto req = read_as<uroce_ctrl_reg_mr>(msg);
+            mr::RegRequest r;
+            r.pd = req.pd;
+            r.owner = owner;
+            r.addr = req.addr;
+            r.length = req.length;
+            r.access = req.access;
+            if ((req.flags & UROCE_REG_HAS_IOVA) != 0) {
+                r.iova = req.iova;
+            }
+            if ((req.flags & UROCE_REG_DMABUF) != 0) {
+                if (received_fd < 0) {
+                    return status_only(out, h, EINVAL);
+                }
+                r.backing = mr::Backing::DmaBuf;
+                r.dmabuf_handle = received_fd;  // identity only for now; the data path maps it (issue 5)
+            } else {
+                r.address_space = device_.address_space(owner);
+            }
+            if (h.op == UROCE_CTRL_REREG_MR) {
+                return status_only(out, h, mrs.rereg_mr(req.lkey, req.rereg_flags, r));
+            }
+            const mr::Registered reg = mrs.reg_mr(r);
+            uroce_ctrl_mr_reply rep{};
+            rep.lkey = reg.lkey;
+            rep.rkey = reg.rkey;
+            return write_reply(out, h, reg.error, rep);
+        }
+        case UROCE_CTRL_DEREG_MR:
+            return status_only(out, h, mrs.dereg_mr(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_ALLOC_MW: {
+            const auto req = read_as<uroce_ctrl_alloc_mw>(msg);
+            if (req.type != 1 && req.type != 2) {
+                return status_only(out, h, EINVAL);
+            }
+            const auto k = mrs.alloc_mw(req.pd, owner, req.type == 1 ? mr::MwType::Type1 : mr::MwType::Type2);
+            uroce_ctrl_mr_reply rep{};
+            rep.rkey = k.key;
+            return write_reply(out, h, k.error, rep);
+        }
+        case UROCE_CTRL_DEALLOC_MW:
+            return status_only(out, h, mrs.dealloc_mw(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_BIND_MW: {
+            const auto req = read_as<uroce_ctrl_bind_mw>(msg);
+            mr::BindRequest b;
+            b.owner = owner;
+            b.mw_key = req.mw_rkey;
+            b.mr_lkey = req.mr_lkey;
+            b.addr = req.addr;
+            b.length = req.length;
+            b.access = req.access;
+            b.qp_pd = req.qp_pd;
+            const auto k = mrs.bind_mw_type1(b);
+            uroce_ctrl_mr_reply rep{};
+            rep.rkey = k.key;
+            return write_reply(out, h, k.error, rep);
+        }
+        case UROCE_CTRL_CREATE_RELAXED_POOL: {
+            const auto req = read_as<uroce_ctrl_relaxed_pool>(msg);
+            mr::RelaxedPoolConfig cfg;
+            cfg.capacity = req.capacity;
+            cfg.dirty_watermark = req.dirty_watermark;
+            cfg.invalidate_after = std::chrono::microseconds(req.invalidate_after_us);
+            if (req.capacity == 0 || req.capacity > (1u << 20) || req.dirty_watermark == 0) {
+                return status_only(out, h, EINVAL);
+            }
+            const std::size_t bytes = mr::relaxed_pool_bytes(req.capacity);
+            const int mfd = ::memfd_create("uroce-relaxed-pool", MFD_CLOEXEC);
+            if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) {
+                if (mfd >= 0) {
+                    ::close(mfd);
+                }
+                return status_only(out, h, ENOMEM);
+            }
+            void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+            if (mem == MAP_FAILED) {
+                ::close(mfd);
+                return status_only(out, h, ENOMEM);
+            }
+            int err = 0;
+            mr::RelaxedPool* pool = mrs.create_relaxed_pool(
+                req.pd, owner, cfg, static_cast<uroce_relaxed_pool_header*>(mem), err);
+            if (pool == nullptr) {
+                ::munmap(mem, bytes);
+                ::close(mfd);
+                return status_only(out, h, err);
+            }
+            pools_[pool->base_index()] = PoolMapping{owner, pool, mem, bytes};
+            reply_fd = mfd;
+            uroce_ctrl_handle r{};
+            r.handle = pool->base_index();
+            return write_reply(out, h, 0, r);
+        }
+        case UROCE_CTRL_FLUSH_RELAXED: {
+            auto p = pools_.find(read_as<uroce_ctrl_handle>(msg).handle);
+            if (p == pools_.end() || p->second.client != owner) {
+                return status_only(out, h, EINVAL);
+            }
+            p->second.pool->flush();
+            return status_only(out, h, 0);
+        }
+        case UROCE_CTRL_STATUS: {
+            const auto counts = mrs.counts();
+            const auto& k = device_.counters();
+            uroce_ctrl_status_reply s{};
+            s.clients = static_cast<std::uint32_t>(device_.client_count());
+            s.pds = static_cast<std::uint32_t>(device_.pds().count());
+            s.mrs = static_cast<std::uint32_t>(counts.mrs);
+            s.mws = static_cast<std::uint32_t>(counts.mws);
+            s.relaxed_pools = static_cast<std::uint32_t>(counts.relaxed_pools);
+            s.clients_closed = k.clients_closed;
+            s.objects_reclaimed = k.objects_reclaimed;
+            s.bad_messages = k.bad_messages;
+            const auto q = device_.queues().counts();
+            s.cqs = static_cast<std::uint32_t>(q.cqs);
+            s.qps = static_cast<std::uint32_t>(q.qps);
+            s.srqs = static_cast<std::uint32_t>(q.srqs);
+            s.ahs = static_cast<std::uint32_t>(q.ahs);
+            return write_reply(out, h, 0, s);
+        }
+        default:
+            return dispatch_queues(c, h, msg, out, reply_fd);
+    }
+}
+
+void ControlServer::poll_pools(std::chrono::steady_clock::time_point now) {
+    for (auto& [handle, p] : pools_) {
+        p.pool->poll(now);
+    }
+}
+
+void ControlServer::shutdown_clients() {
+    const std::uint32_t record[4] = {0, 0, kEventDeviceFatal, 0};
+    std::vector<int> fds;
+    for (auto& [fd, c] : connections_) {
+        if (c.async_write_fd >= 0) {
+            // 16 bytes: {element (u64), event_type (u32), reserved}: what
+            // ibv_get_async_event reads from the async fd.
+            [[maybe_unused]] const ssize_t w = ::write(c.async_write_fd, record, sizeof(record));
+        }
+        fds.push_back(fd);
+    }
+    for (int fd : fds) {
+        drop(fd, "", false);
+    }
+}
+
+}  // namespace uroce::daemon

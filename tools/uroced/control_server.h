@@ -1,0 +1,103 @@
+// The daemon's control socket: accepts provider connections on a Unix
+// SOCK_SEQPACKET socket, validates every message (abi/control.h), and
+// dispatches it to the Device on behalf of the connection's client. A
+// malformed message or a hostile client ends that connection only; when a
+// connection ends, everything the client owned is destroyed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "abi/control.h"
+#include "device/device.h"
+#include "mr/relaxed_pool.h"
+
+namespace uroce::daemon {
+
+class ControlServer {
+public:
+    // Binds `socket_path` (replacing a stale socket file). Throws
+    // std::runtime_error with the reason on failure.
+    ControlServer(std::string socket_path, device::Device& device);
+    ~ControlServer();
+    ControlServer(const ControlServer&) = delete;
+    ControlServer& operator=(const ControlServer&) = delete;
+
+    // Serves until `stop` becomes true (checked at least every `tick_ms`).
+    // `on_tick` runs at every wake-up (relaxed-pool timers).
+    template <typename Tick>
+    void run(const std::atomic<bool>& stop, int tick_ms, Tick on_tick) {
+        while (!stop.load(std::memory_order_relaxed)) {
+            poll_once(tick_ms);
+            on_tick();
+        }
+    }
+
+    // Waits up to `timeout_ms` for activity and handles it.
+    void poll_once(int timeout_ms);
+
+    // Runs the relaxed-MR pools' invalidation timers.
+    void poll_pools(std::chrono::steady_clock::time_point now);
+
+    // Tells every client the device is gone (IBV_EVENT_DEVICE_FATAL on their
+    // async fd), then closes all connections.
+    void shutdown_clients();
+
+    [[nodiscard]] const std::string& socket_path() const { return path_; }
+
+private:
+    struct Connection {
+        std::uint32_t client = 0;
+        int async_write_fd = -1;  // write end of the client's async-event pipe
+    };
+
+    void accept_client();
+    void handle(int fd);
+    // Ends a connection and destroys what its client owned. A misbehaving
+    // client is logged and counted as a bad message.
+    void drop(int fd, const std::string& why, bool client_misbehaved = true);
+    // Returns the reply length (0: drop the connection); fills `reply` and
+    // may set `reply_fd` to an fd to pass along.
+    std::size_t dispatch(Connection& c, const std::uint8_t* msg, std::size_t len, std::uint8_t* reply,
+                         int& reply_fd, int received_fd);
+    // CQ, QP, SRQ and AH operations (handlers_queues.cc, handlers_qp.cc);
+    // `h` was validated (a known op of the right size).
+    std::size_t dispatch_queues(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                std::uint8_t* out, int& reply_fd);
+    std::size_t handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t create_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                          int& reply_fd);
+    void release_cq_ring(std::uint32_t cq);
+    void release_cq_rings(std::uint32_t client);
+
+    std::string path_;
+    device::Device& device_;
+    int listen_fd_ = -1;
+    int epoll_fd_ = -1;
+    std::unordered_map<int, Connection> connections_;
+    // Read ends of async-event pipes, handed over with the HELLO reply.
+    std::unordered_map<int, int> pending_async_read_;
+
+    struct PoolMapping {
+        std::uint32_t client = 0;
+        mr::RelaxedPool* pool = nullptr;
+        void* memory = nullptr;
+        std::size_t bytes = 0;
+    };
+    std::unordered_map<std::uint32_t, PoolMapping> pools_;  // by pool handle (its base key index)
+
+    // The shared CQ rings (abi/control.h uroce_cq_ring), mapped here for
+    // the data path, by CQ handle.
+    struct RingMapping {
+        std::uint32_t client = 0;
+        void* memory = nullptr;
+        std::size_t bytes = 0;
+    };
+    std::unordered_map<std::uint32_t, RingMapping> cq_rings_;
+};
+
+}  // namespace uroce::daemon

@@ -1,0 +1,158 @@
+// Control-protocol handlers for queue pairs: create, modify (through the
+// IBTA state machine of qp/qp_state_machine.h, in device::QueueObjects),
+// query and destroy. Converts between the wire layout (abi/control.h) and
+// the engine's qp::QpAttr.
+#include <cerrno>
+#include <cstring>
+
+#include "control_server.h"
+#include "log.h"
+#include "messages.h"
+
+namespace uroce::daemon {
+
+namespace {
+
+qp::QpCap cap_from_wire(const uroce_ctrl_qp_cap& w) {
+    return {w.max_send_wr, w.max_recv_wr, w.max_send_sge, w.max_recv_sge, w.max_inline_data};
+}
+
+uroce_ctrl_qp_cap cap_to_wire(const qp::QpCap& c) {
+    uroce_ctrl_qp_cap w{};
+    w.max_send_wr = c.max_send_wr;
+    w.max_recv_wr = c.max_recv_wr;
+    w.max_send_sge = c.max_send_sge;
+    w.max_recv_sge = c.max_recv_sge;
+    w.max_inline_data = c.max_inline_data;
+    return w;
+}
+
+// Enum fields arrive as 32-bit numbers; values out of the enum's range are
+// kept out of range (255) so that the state machine's checks refuse them
+// rather than a narrowing conversion turning them into valid ones.
+template <typename E>
+E enum_from_wire(std::uint32_t v) {
+    return static_cast<E>(v > 254 ? 255 : v);
+}
+
+qp::QpAttr attr_from_wire(const uroce_ctrl_qp_attr& w) {
+    qp::QpAttr a;
+    a.state = enum_from_wire<qp::QpState>(w.qp_state);
+    a.cur_state = enum_from_wire<qp::QpState>(w.cur_qp_state);
+    a.path_mtu = enum_from_wire<qp::Mtu>(w.path_mtu);
+    a.path_mig_state = enum_from_wire<qp::MigState>(w.path_mig_state);
+    a.qkey = w.qkey;
+    a.rq_psn = w.rq_psn;
+    a.sq_psn = w.sq_psn;
+    a.dest_qp_num = w.dest_qp_num;
+    a.qp_access_flags = w.qp_access_flags;
+    a.rate_limit = w.rate_limit;
+    a.pkey_index = w.pkey_index;
+    a.en_sqd_async_notify = w.en_sqd_async_notify != 0;
+    a.max_rd_atomic = w.max_rd_atomic;
+    a.max_dest_rd_atomic = w.max_dest_rd_atomic;
+    a.min_rnr_timer = w.min_rnr_timer;
+    a.port_num = w.port_num;
+    a.timeout = w.timeout;
+    a.retry_cnt = w.retry_cnt;
+    a.rnr_retry = w.rnr_retry;
+    a.cap = cap_from_wire(w.cap);
+    const uroce_ctrl_ah_attr& ah = w.ah_attr;
+    std::memcpy(a.ah_attr.dgid.data(), ah.dgid, sizeof(ah.dgid));
+    a.ah_attr.flow_label = ah.flow_label;
+    a.ah_attr.sgid_index = ah.sgid_index;
+    a.ah_attr.hop_limit = ah.hop_limit;
+    a.ah_attr.traffic_class = ah.traffic_class;
+    a.ah_attr.is_global = ah.is_global != 0;
+    a.ah_attr.dlid = ah.dlid;
+    a.ah_attr.sl = ah.sl;
+    a.ah_attr.src_path_bits = ah.src_path_bits;
+    a.ah_attr.static_rate = ah.static_rate;
+    a.ah_attr.port_num = ah.port_num;
+    return a;
+}
+
+uroce_ctrl_qp_attr attr_to_wire(const qp::QpAttr& a) {
+    uroce_ctrl_qp_attr w{};
+    w.qp_state = static_cast<std::uint32_t>(a.state);
+    w.cur_qp_state = static_cast<std::uint32_t>(a.cur_state);
+    w.path_mtu = static_cast<std::uint32_t>(a.path_mtu);
+    w.path_mig_state = static_cast<std::uint32_t>(a.path_mig_state);
+    w.qkey = a.qkey;
+    w.rq_psn = a.rq_psn;
+    w.sq_psn = a.sq_psn;
+    w.dest_qp_num = a.dest_qp_num;
+    w.qp_access_flags = a.qp_access_flags;
+    w.rate_limit = a.rate_limit;
+    w.pkey_index = a.pkey_index;
+    w.en_sqd_async_notify = a.en_sqd_async_notify ? 1 : 0;
+    w.sq_draining = a.sq_draining ? 1 : 0;
+    w.max_rd_atomic = a.max_rd_atomic;
+    w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    w.min_rnr_timer = a.min_rnr_timer;
+    w.port_num = a.port_num;
+    w.timeout = a.timeout;
+    w.retry_cnt = a.retry_cnt;
+    w.rnr_retry = a.rnr_retry;
+    w.cap = cap_to_wire(a.cap);
+    uroce_ctrl_ah_attr& ah = w.ah_attr;
+    std::memcpy(ah.dgid, a.ah_attr.dgid.data(), sizeof(ah.dgid));
+    ah.flow_label = a.ah_attr.flow_label;
+    ah.sgid_index = a.ah_attr.sgid_index;
+    ah.hop_limit = a.ah_attr.hop_limit;
+    ah.traffic_class = a.ah_attr.traffic_class;
+    ah.is_global = a.ah_attr.is_global ? 1 : 0;
+    ah.dlid = a.ah_attr.dlid;
+    ah.sl = a.ah_attr.sl;
+    ah.src_path_bits = a.ah_attr.src_path_bits;
+    ah.static_rate = a.ah_attr.static_rate;
+    ah.port_num = a.ah_attr.port_num;
+    return w;
+}
+
+}  // namespace
+
+std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                     std::uint8_t* out) {
+    device::QueueObjects& q = device_.queues();
+    const std::uint32_t owner = c.client;
+    switch (h.op) {
+        case UROCE_CTRL_CREATE_QP: {
+            const auto req = read_as<uroce_ctrl_create_qp>(msg);
+            device::QpCreate cr;
+            cr.pd = req.pd;
+            cr.type = static_cast<qp::QpType>(req.qp_type);
+            cr.send_cq = req.send_cq;
+            cr.recv_cq = req.recv_cq;
+            cr.srq = req.srq;
+            cr.sq_sig_all = req.sq_sig_all != 0;
+            cr.cap = cap_from_wire(req.cap);
+            const device::Created made = q.create_qp(owner, cr);
+            uroce_ctrl_create_qp_reply r{};
+            r.qpn = made.handle;
+            r.cap = cap_to_wire(cr.cap);
+            return write_reply(out, h, made.error, r);
+        }
+        case UROCE_CTRL_MODIFY_QP: {
+            const auto req = read_as<uroce_ctrl_modify_qp>(msg);
+            const char* reason = nullptr;
+            const int err = q.modify_qp(owner, req.qpn, req.attr_mask, attr_from_wire(req.attr), reason);
+            return status_only(out, h, err);
+        }
+        case UROCE_CTRL_QUERY_QP: {
+            const auto attr = q.query_qp(owner, read_as<uroce_ctrl_handle>(msg).handle);
+            uroce_ctrl_query_qp_reply r{};
+            if (attr) {
+                r.attr = attr_to_wire(*attr);
+            }
+            return write_reply(out, h, attr ? 0 : EINVAL, r);
+        }
+        case UROCE_CTRL_DESTROY_QP:
+            return status_only(out, h, q.destroy_qp(owner, read_as<uroce_ctrl_handle>(msg).handle));
+        default:
+            // request_size() admitted only known operations.
+            return status_only(out, h, EINVAL);
+    }
+}
+
+}  // namespace uroce::daemon

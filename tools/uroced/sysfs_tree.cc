@@ -1,0 +1,88 @@
+#include "sysfs_tree.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <stdexcept>
+#include <system_error>
+
+namespace uroce::daemon {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_file(const fs::path& p, const std::string& content) {
+    fs::create_directories(p.parent_path());
+    std::ofstream f(p, std::ios::trunc);
+    f << content << '\n';
+    if (!f) {
+        throw std::runtime_error("cannot write " + p.string());
+    }
+}
+
+std::string guid_text(std::uint64_t g) {
+    return fmt::format("{:04x}:{:04x}:{:04x}:{:04x}", (g >> 48) & 0xFFFF, (g >> 32) & 0xFFFF, (g >> 16) & 0xFFFF,
+                       g & 0xFFFF);
+}
+
+}  // namespace
+
+SysfsTree::SysfsTree(fs::path root, const SysfsDevice& dev) : root_(std::move(root)), name_(dev.name) {
+    // ABI version 6 of the uverbs interface: what libibverbs 44 requires (3..6).
+    write_file(root_ / "class/infiniband_verbs/abi_version", "6");
+    const fs::path uv = root_ / "class/infiniband_verbs" / uverbs_name();
+    write_file(uv / "ibdev", dev.name);
+    write_file(uv / "dev", "0:0");  // 0:0 turns libibverbs' major:minor check off
+    write_file(uv / "abi_version", "1");
+
+    const fs::path ib = root_ / "class/infiniband" / dev.name;
+    write_file(ib / "node_type", "1: CA");
+    write_file(ib / "node_guid", guid_text(dev.node_guid));
+    write_file(ib / "sys_image_guid", guid_text(dev.node_guid));
+    write_file(ib / "board_id", dev.board_id);
+    write_file(ib / "uroce_control_socket", dev.control_socket);
+    const fs::path port = ib / "ports/1";
+    write_file(port / "pkeys/0", "0xffff");
+    write_file(port / "link_layer", "Ethernet");
+    for (std::size_t i = 0; i < device::kGidTableLength; ++i) {
+        const bool used = i < dev.gids.size();
+        write_file(port / "gids" / std::to_string(i), device::sysfs_gid_text(used ? dev.gids[i].gid : wire::Gid{}));
+        write_file(port / "gid_attrs/types" / std::to_string(i),
+                   used ? device::sysfs_gid_type_text(dev.gids[i].type) : "");
+    }
+}
+
+SysfsTree::~SysfsTree() {
+    std::error_code ec;
+    fs::remove_all(root_ / "class/infiniband" / name_, ec);
+    fs::remove_all(root_ / "class/infiniband_verbs" / uverbs_name(), ec);
+}
+
+std::string ensure_device_node(const std::string& uverbs_name, bool& created) {
+    created = false;
+    const fs::path node = fs::path("/dev/infiniband") / uverbs_name;
+    std::error_code ec;
+    if (fs::is_symlink(node, ec) || fs::exists(node, ec)) {
+        return {};
+    }
+    fs::create_directories(node.parent_path(), ec);
+    if (!ec && ::symlink("/dev/null", node.c_str()) == 0) {
+        created = true;
+        return {};
+    }
+    return fmt::format(
+        "cannot create {} ({}): libibverbs will not list the device. As root, run once:\n"
+        "  mkdir -p /dev/infiniband && ln -s /dev/null {}\n"
+        "or, unprivileged, run clients inside `unshare -Urm` with a tmpfs on /dev holding null, zero, random,\n"
+        "urandom and that symlink (docs/daemon.md).",
+        node.string(), std::error_code(errno, std::generic_category()).message(), node.string());
+}
+
+void remove_device_node(const std::string& uverbs_name) {
+    std::error_code ec;
+    fs::remove(fs::path("/dev/infiniband") / uverbs_name, ec);
+}
+
+}  // namespace uroce::daemon

@@ -1,0 +1,68 @@
+// The provider's connection to uroced: one Unix SEQPACKET socket per context
+// (abi/control.h), requests serialised by a mutex. A daemon that has gone
+// (closed socket) or stopped answering (no reply within kReplyTimeoutMs)
+// turns every later request into EIO at once: verbs fail, never hang.
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "provider.h"
+
+namespace uroce::provider {
+namespace {
+
+// Control requests are answered in microseconds; a daemon that takes this
+// long is stuck (stopped, or swapping hard): fail rather than hang the
+// application.
+constexpr unsigned kReplyTimeoutMs = 30000;
+
+}  // namespace
+
+int DaemonLink::open(const char* socket_path, int& async_fd) {
+    std::lock_guard lock(mutex_);
+    async_fd = -1;
+    int err = client_.connect(socket_path);
+    if (err != 0) {
+        // No daemon there (ENOENT, ECONNREFUSED): the device is not present.
+        return err == EACCES ? EACCES : ENODEV;
+    }
+    client_.set_timeout_ms(kReplyTimeoutMs);
+    auto hello = request<uroce_ctrl_hello>(UROCE_CTRL_HELLO);
+    hello.abi_version = UROCE_CTRL_VERSION;
+    uroce_ctrl_hello_reply reply{};
+    err = client_.call(&hello, sizeof hello, &reply, sizeof reply, -1, &async_fd);
+    if (err == 0 && async_fd < 0) {
+        err = EPROTO;  // HELLO must pass the async-event pipe
+    }
+    if (err != 0) {
+        if (async_fd >= 0) {
+            ::close(async_fd);
+            async_fd = -1;
+        }
+        client_.close();
+        return client_.transport_failed() ? ENODEV : err;
+    }
+    return 0;
+}
+
+int DaemonLink::call(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd,
+                     int* recv_fd) {
+    std::lock_guard lock(mutex_);
+    if (!client_.connected()) {
+        if (recv_fd != nullptr) {
+            *recv_fd = -1;
+        }
+        return EIO;
+    }
+    const int err = client_.call(req, req_size, reply, reply_size, send_fd, recv_fd);
+    return client_.transport_failed() ? EIO : err;
+}
+
+int DaemonLink::call_handle(std::uint16_t op, std::uint32_t handle) {
+    auto req = request<uroce_ctrl_handle>(op);
+    req.handle = handle;
+    uroce_ctrl_hdr reply{};
+    return call(&req, sizeof req, &reply, sizeof reply);
+}
+
+}  // namespace uroce::provider

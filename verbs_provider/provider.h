@@ -1,0 +1,155 @@
+// The uroce provider plugin's own structures, shared by its source files.
+// One concern per file: provider_main.cc registers the driver and makes
+// devices, context.cc opens and closes contexts (the connection to uroced),
+// daemon_link.cc carries requests to uroced, attributes.cc answers the device
+// and port queries, verbs_pd.cc, verbs_mr.cc, verbs_mw.cc, verbs_cq.cc,
+// verbs_qp.cc, verbs_srq.cc, verbs_ah.cc the object verbs, relaxed_mr.cc the
+// uroce_dv.h extension.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+
+#include "abi/control.h"
+#include "abi/control_client.h"
+#include "pabi34.h"
+
+namespace uroce::mr {
+class RelaxedClient;
+}
+
+namespace uroce::provider {
+
+namespace pabi = uroce::pabi34;
+
+// The value of <uverbs dir>/abi_version a uroce device must carry: the
+// version of the provider <-> uroced interface, written by uroced. libibverbs
+// skips the device (with a warning naming both numbers) when it is outside
+// the range we register, which is how a provider meets a daemon it does not
+// understand.
+inline constexpr std::uint32_t kDeviceAbiVersion = 1;
+
+// Every uroce device has one port.
+inline constexpr std::uint8_t kPortNum = 1;
+
+// A device as libibverbs holds it. verbs_device must stay first: libibverbs
+// hands back ibv_device pointers, and we convert them by cast.
+struct Device {
+    pabi::verbs_device vdev;
+};
+
+// The connection of one context to uroced (daemon_link.cc). Requests are
+// serialised (verbs may be called from any thread). Once the daemon has gone
+// every request fails with EIO at once.
+class DaemonLink {
+public:
+    // Connects to `socket_path` and says HELLO; on success `async_fd` is the
+    // daemon's async-event pipe. 0 or an errno (ENODEV when nothing answers).
+    int open(const char* socket_path, int& async_fd);
+
+    // One request/reply (abi::ControlClient::call). Returns 0, the daemon's
+    // status (a positive errno), or EIO when the daemon did not answer.
+    int call(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd = -1,
+             int* recv_fd = nullptr);
+    // A request that is one handle (DEALLOC_PD, DESTROY_*, ...), status only.
+    int call_handle(std::uint16_t op, std::uint32_t handle);
+
+private:
+    std::mutex mutex_;
+    abi::ControlClient client_;
+};
+
+// State of the relaxed-MR extension (relaxed_mr.cc), one pool per PD.
+struct RelaxedPools;
+
+// An open context. libibverbs allocates it (zeroed) for us; the
+// verbs_context must stay first so that ibv_context* -> verbs_context* ->
+// Context* are plain conversions.
+struct Context {
+    ::verbs_context vctx;
+    DaemonLink* link;        // owned
+    RelaxedPools* relaxed;   // owned, created on first use
+};
+static_assert(offsetof(Context, vctx) == 0);
+
+inline Context* to_context(ibv_context* ctx) {
+    return reinterpret_cast<Context*>(verbs_get_ctx(ctx));
+}
+inline DaemonLink& link_of(ibv_context* ctx) { return *to_context(ctx)->link; }
+
+// Objects: the ibv_* structure first, so libibverbs' pointers convert back.
+struct Cq {
+    pabi::verbs_cq vcq;
+    void* ring;
+    std::size_t ring_bytes;
+};
+struct Qp {
+    pabi::verbs_qp vqp;
+    ibv_qp_cap cap;
+    int sq_sig_all;
+};
+
+// Every request header starts zeroed with its op set.
+template <typename T>
+T request(std::uint16_t op) {
+    T r{};
+    r.hdr.op = op;
+    return r;
+}
+
+// context.cc
+::verbs_context* alloc_context(ibv_device* device, int cmd_fd, void* private_data);
+void free_context(ibv_context* ctx);
+
+// attributes.cc
+int query_device_ex(ibv_context* ctx, const ibv_query_device_ex_input* input, ibv_device_attr_ex* attr,
+                    std::size_t attr_size);
+int query_port(ibv_context* ctx, std::uint8_t port_num, ibv_port_attr* attr);
+
+// verbs_pd.cc
+ibv_pd* alloc_pd(ibv_context* ctx);
+int dealloc_pd(ibv_pd* pd);
+
+// verbs_mr.cc
+ibv_mr* reg_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t hca_va, int access);
+ibv_mr* reg_dmabuf_mr(ibv_pd* pd, std::uint64_t offset, std::size_t length, std::uint64_t iova, int fd, int access);
+int rereg_mr(pabi::verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, std::size_t length, int access);
+int dereg_mr(pabi::verbs_mr* vmr);
+
+// verbs_mw.cc
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
+int dealloc_mw(ibv_mw* mw);
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
+
+// verbs_cq.cc
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
+int destroy_cq(ibv_cq* cq);
+int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
+int req_notify_cq(ibv_cq* cq, int solicited_only);
+
+// verbs_qp.cc
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
+int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
+int destroy_qp(ibv_qp* qp);
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// verbs_srq.cc
+ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr);
+int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask);
+int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
+int destroy_srq(ibv_srq* srq);
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+
+// verbs_ah.cc
+ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
+int destroy_ah(ibv_ah* ah);
+
+// relaxed_mr.cc
+void free_relaxed_pools(Context& ctx);
+
+}  // namespace uroce::provider

@@ -1,0 +1,229 @@
+// Queue pairs: CREATE_QP, MODIFY_QP, QUERY_QP, DESTROY_QP. The daemon runs
+// the IBTA state machine and the per-transition attribute masks
+// (emulator/qp/qp_state_machine.h): an illegal transition or a wrong mask
+// fails with EINVAL as on hardware. ibv_create_qp fills in nothing itself,
+// so every generic field of the ibv_qp is set here.
+#include <pthread.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+#include "provider.h"
+
+namespace uroce::provider {
+namespace {
+
+Qp* to_qp(ibv_qp* qp) { return reinterpret_cast<Qp*>(qp); }
+
+uroce_ctrl_qp_cap cap_to_wire(const ibv_qp_cap& c) {
+    uroce_ctrl_qp_cap w{};
+    w.max_send_wr = c.max_send_wr;
+    w.max_recv_wr = c.max_recv_wr;
+    w.max_send_sge = c.max_send_sge;
+    w.max_recv_sge = c.max_recv_sge;
+    w.max_inline_data = c.max_inline_data;
+    return w;
+}
+
+ibv_qp_cap cap_from_wire(const uroce_ctrl_qp_cap& w) {
+    ibv_qp_cap c{};
+    c.max_send_wr = w.max_send_wr;
+    c.max_recv_wr = w.max_recv_wr;
+    c.max_send_sge = w.max_send_sge;
+    c.max_recv_sge = w.max_recv_sge;
+    c.max_inline_data = w.max_inline_data;
+    return c;
+}
+
+uroce_ctrl_qp_attr attr_to_wire(const ibv_qp_attr& a) {
+    uroce_ctrl_qp_attr w{};
+    w.qp_state = a.qp_state;
+    w.cur_qp_state = a.cur_qp_state;
+    w.path_mtu = a.path_mtu;
+    w.path_mig_state = a.path_mig_state;
+    w.qkey = a.qkey;
+    w.rq_psn = a.rq_psn;
+    w.sq_psn = a.sq_psn;
+    w.dest_qp_num = a.dest_qp_num;
+    w.qp_access_flags = static_cast<std::uint32_t>(a.qp_access_flags);
+    w.rate_limit = a.rate_limit;
+    w.pkey_index = a.pkey_index;
+    w.en_sqd_async_notify = a.en_sqd_async_notify;
+    w.max_rd_atomic = a.max_rd_atomic;
+    w.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    w.min_rnr_timer = a.min_rnr_timer;
+    w.port_num = a.port_num;
+    w.timeout = a.timeout;
+    w.retry_cnt = a.retry_cnt;
+    w.rnr_retry = a.rnr_retry;
+    w.cap = cap_to_wire(a.cap);
+    const ibv_ah_attr& ah = a.ah_attr;
+    std::memcpy(w.ah_attr.dgid, ah.grh.dgid.raw, sizeof w.ah_attr.dgid);
+    w.ah_attr.flow_label = ah.grh.flow_label;
+    w.ah_attr.sgid_index = ah.grh.sgid_index;
+    w.ah_attr.hop_limit = ah.grh.hop_limit;
+    w.ah_attr.traffic_class = ah.grh.traffic_class;
+    w.ah_attr.is_global = ah.is_global;
+    w.ah_attr.dlid = ah.dlid;
+    w.ah_attr.sl = ah.sl;
+    w.ah_attr.src_path_bits = ah.src_path_bits;
+    w.ah_attr.static_rate = ah.static_rate;
+    w.ah_attr.port_num = ah.port_num;
+    return w;
+}
+
+void attr_from_wire(const uroce_ctrl_qp_attr& w, ibv_qp_attr& a) {
+    a = ibv_qp_attr{};
+    a.qp_state = static_cast<ibv_qp_state>(w.qp_state);
+    a.cur_qp_state = static_cast<ibv_qp_state>(w.cur_qp_state);
+    a.path_mtu = static_cast<ibv_mtu>(w.path_mtu);
+    a.path_mig_state = static_cast<ibv_mig_state>(w.path_mig_state);
+    a.qkey = w.qkey;
+    a.rq_psn = w.rq_psn;
+    a.sq_psn = w.sq_psn;
+    a.dest_qp_num = w.dest_qp_num;
+    a.qp_access_flags = static_cast<unsigned int>(w.qp_access_flags);
+    a.rate_limit = w.rate_limit;
+    a.pkey_index = w.pkey_index;
+    a.en_sqd_async_notify = w.en_sqd_async_notify;
+    a.sq_draining = w.sq_draining;
+    a.max_rd_atomic = w.max_rd_atomic;
+    a.max_dest_rd_atomic = w.max_dest_rd_atomic;
+    a.min_rnr_timer = w.min_rnr_timer;
+    a.port_num = w.port_num;
+    a.timeout = w.timeout;
+    a.retry_cnt = w.retry_cnt;
+    a.rnr_retry = w.rnr_retry;
+    a.cap = cap_from_wire(w.cap);
+    ibv_ah_attr& ah = a.ah_attr;
+    std::memcpy(ah.grh.dgid.raw, w.ah_attr.dgid, sizeof w.ah_attr.dgid);
+    ah.grh.flow_label = w.ah_attr.flow_label;
+    ah.grh.sgid_index = w.ah_attr.sgid_index;
+    ah.grh.hop_limit = w.ah_attr.hop_limit;
+    ah.grh.traffic_class = w.ah_attr.traffic_class;
+    ah.is_global = w.ah_attr.is_global;
+    ah.dlid = w.ah_attr.dlid;
+    ah.sl = w.ah_attr.sl;
+    ah.src_path_bits = w.ah_attr.src_path_bits;
+    ah.static_rate = w.ah_attr.static_rate;
+    ah.port_num = w.ah_attr.port_num;
+}
+
+}  // namespace
+
+ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+    if (attr->send_cq == nullptr || attr->recv_cq == nullptr || attr->send_cq->context != pd->context ||
+        attr->recv_cq->context != pd->context || (attr->srq != nullptr && attr->srq->context != pd->context)) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+        errno = EOPNOTSUPP;  // RAW_PACKET, XRC: not offered
+        return nullptr;
+    }
+    auto req = request<uroce_ctrl_create_qp>(UROCE_CTRL_CREATE_QP);
+    req.pd = pd->handle;
+    req.send_cq = attr->send_cq->handle;
+    req.recv_cq = attr->recv_cq->handle;
+    req.srq = attr->srq != nullptr ? attr->srq->handle : 0;
+    req.qp_type = static_cast<std::uint8_t>(attr->qp_type);
+    req.sq_sig_all = attr->sq_sig_all != 0 ? 1 : 0;
+    req.cap = cap_to_wire(attr->cap);
+    uroce_ctrl_create_qp_reply reply{};
+    if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+        errno = err;
+        return nullptr;
+    }
+    auto* qp = new (std::nothrow) Qp{};
+    if (qp == nullptr) {
+        link_of(pd->context).call_handle(UROCE_CTRL_DESTROY_QP, reply.qpn);
+        errno = ENOMEM;
+        return nullptr;
+    }
+    qp->cap = cap_from_wire(reply.cap);
+    qp->sq_sig_all = attr->sq_sig_all;
+    qp->vqp.comp_mask = 0;  // no ibv_qp_ex work-request API
+    ibv_qp& q = qp->vqp.qp;
+    q.context = pd->context;
+    q.qp_context = attr->qp_context;
+    q.pd = pd;
+    q.send_cq = attr->send_cq;
+    q.recv_cq = attr->recv_cq;
+    q.srq = attr->srq;
+    q.handle = reply.qpn;
+    q.qp_num = reply.qpn;
+    q.state = IBV_QPS_RESET;
+    q.qp_type = attr->qp_type;
+    pthread_mutex_init(&q.mutex, nullptr);
+    pthread_cond_init(&q.cond, nullptr);
+    q.events_completed = 0;
+    attr->cap = qp->cap;  // ibv_create_qp(3): the actual values are returned
+    return &q;
+}
+
+int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
+    auto req = request<uroce_ctrl_modify_qp>(UROCE_CTRL_MODIFY_QP);
+    req.qpn = qp->qp_num;
+    req.attr_mask = static_cast<std::uint32_t>(attr_mask);
+    req.attr = attr_to_wire(*attr);
+    uroce_ctrl_hdr reply{};
+    // libibverbs records the new state in qp->state on success.
+    return link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply);
+}
+
+int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_attr* init_attr) {
+    auto req = request<uroce_ctrl_handle>(UROCE_CTRL_QUERY_QP);
+    req.handle = qp->qp_num;
+    uroce_ctrl_query_qp_reply reply{};
+    if (const int err = link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+        return err;
+    }
+    // Every attribute, whatever the mask asked for (ibv_query_qp(3) allows it).
+    attr_from_wire(reply.attr, *attr);
+    const Qp* q = to_qp(qp);
+    attr->cap = q->cap;
+    *init_attr = ibv_qp_init_attr{};
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    init_attr->cap = q->cap;
+    init_attr->qp_type = qp->qp_type;
+    init_attr->sq_sig_all = q->sq_sig_all;
+    return 0;
+}
+
+int destroy_qp(ibv_qp* qp) {
+    if (const int err = link_of(qp->context).call_handle(UROCE_CTRL_DESTROY_QP, qp->qp_num); err != 0) {
+        return err;
+    }
+    pthread_mutex_destroy(&qp->mutex);
+    pthread_cond_destroy(&qp->cond);
+    delete to_qp(qp);
+    return 0;
+}
+
+int post_send(ibv_qp* /*qp*/, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    // The send path (rings to the daemon's requester) is the next step.
+    // Refuse rather than accept work that would never complete.
+    *bad_wr = wr;
+    return EOPNOTSUPP;
+}
+
+int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    // Receive buffers are accepted (nothing arrives to consume them until
+    // the data path exists), with the checks a device makes at posting.
+    const Qp* q = to_qp(qp);
+    for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
+        if (qp->state == IBV_QPS_RESET || qp->srq != nullptr || w->num_sge < 0 ||
+            static_cast<std::uint32_t>(w->num_sge) > q->cap.max_recv_sge) {
+            *bad_wr = w;
+            return EINVAL;
+        }
+    }
+    *bad_wr = nullptr;
+    return 0;
+}
+
+}  // namespace uroce::provider
