@@ -16,7 +16,8 @@
  *   slot.ctrl  FREE -> WRITING -> REGISTERED -> DEREGISTERED   client
  *              DEREGISTERED -> INVALIDATING -> FREE             daemon
  *   slot.access, addr, length, user_*, *_ns           client, in WRITING only
- *   header.dirty      client increments on deregistration, daemon decrements
+ *   header.dirty      client adds one per deregistration (not atomically: a hint that
+ *                     may undercount), daemon subtracts
  *                     after invalidating (a hint: the daemon also scans on a timer)
  */
 #ifndef UROCE_ABI_RELAXED_MR_H

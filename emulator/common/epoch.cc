@@ -91,9 +91,15 @@ EpochDomain::Held& EpochDomain::held_by_this_thread() {
     if (entry == nullptr) {
         throw std::runtime_error("EpochDomain: a thread uses too many domains at once");
     }
-    for (auto& s : readers_) {
+    for (std::size_t i = 0; i < readers_.size(); ++i) {
+        ReaderSlot& s = readers_[i];
         bool expected = false;
         if (s.owned.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+            // Grow the range the reclaimer scans before this slot can hold an
+            // epoch (the guard's seq_cst epoch store comes after this).
+            std::size_t used = readers_used_.load(std::memory_order_seq_cst);
+            while (used < i + 1 && !readers_used_.compare_exchange_weak(used, i + 1, std::memory_order_seq_cst)) {
+            }
             *entry = Held{domain_id_, &s, 0};
             return *entry;
         }
@@ -128,9 +134,14 @@ void EpochDomain::retire(std::function<void()> deleter) {
 }
 
 std::uint64_t EpochDomain::oldest_active_epoch() const {
+    // Only slots ever taken can hold an epoch: a grace period costs the
+    // threads that read, not kMaxReaders cache lines. A reader taking a new
+    // slot after this load enters after the caller's epoch increment, so it
+    // cannot hold what the caller is waiting to free.
     std::uint64_t oldest = UINT64_MAX;
-    for (const auto& s : readers_) {
-        const std::uint64_t e = s.epoch.load(std::memory_order_seq_cst);
+    const std::size_t used = readers_used_.load(std::memory_order_seq_cst);
+    for (std::size_t i = 0; i < used; ++i) {
+        const std::uint64_t e = readers_[i].epoch.load(std::memory_order_seq_cst);
         if (e != 0 && e < oldest) {
             oldest = e;
         }

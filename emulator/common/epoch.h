@@ -64,6 +64,7 @@ private:
 
     std::atomic<std::uint64_t> global_epoch_{1};
     std::array<ReaderSlot, kMaxReaders> readers_{};
+    std::atomic<std::size_t> readers_used_{0};  // slots [0, used) have ever been taken
     mutable std::mutex retired_mutex_;
     std::vector<Retired> retired_;
     const std::uint64_t domain_id_;

@@ -52,13 +52,16 @@ RelaxedRegistration RelaxedClient::reg(std::uint64_t addr, std::uint64_t length,
                                                     std::memory_order_acq_rel)) {
             continue;
         }
-        atomic(s.access).store(ac.flags, std::memory_order_relaxed);
-        atomic(s.addr).store(first, std::memory_order_relaxed);
-        atomic(s.length).store(end - first, std::memory_order_relaxed);
-        atomic(s.user_addr).store(addr, std::memory_order_relaxed);
-        atomic(s.user_length).store(length, std::memory_order_relaxed);
-        atomic(s.registered_ns).store(now_ns, std::memory_order_relaxed);
-        atomic(s.deregistered_ns).store(0, std::memory_order_relaxed);
+        // Release stores after the generation bump: the daemon's seqlock read
+        // (RelaxedPool::read_slot) relies on it to notice a rewrite.
+        constexpr auto rel = std::memory_order_release;
+        atomic(s.access).store(ac.flags, rel);
+        atomic(s.addr).store(first, rel);
+        atomic(s.length).store(end - first, rel);
+        atomic(s.user_addr).store(addr, rel);
+        atomic(s.user_length).store(length, rel);
+        atomic(s.registered_ns).store(now_ns, rel);
+        atomic(s.deregistered_ns).store(0, rel);
         atomic(s.ctrl).store(UROCE_RELAXED_CTRL(gen, UROCE_RELAXED_REGISTERED), std::memory_order_release);
         next_ = (i + 1) % n;
         return {0, atomic(s.key).load(std::memory_order_acquire), first, end - first};
@@ -80,14 +83,19 @@ int RelaxedClient::dereg(std::uint32_t key, std::uint64_t now_ns) {
     if (UROCE_RELAXED_STATE(c) != UROCE_RELAXED_REGISTERED || atomic(s.key).load(std::memory_order_acquire) != key) {
         return EINVAL;
     }
-    atomic(s.deregistered_ns).store(now_ns, std::memory_order_relaxed);
+    atomic(s.deregistered_ns).store(now_ns, std::memory_order_release);
     // A plain release store: only the client moves a slot out of REGISTERED,
     // and the daemon never touches a REGISTERED slot. Two threads racing to
     // deregister the same key is an application bug that at worst counts one
     // dirty slot twice (the count is only a hint).
     atomic(s.ctrl).store(UROCE_RELAXED_CTRL(UROCE_RELAXED_GEN(c), UROCE_RELAXED_DEREGISTERED),
                          std::memory_order_release);
-    atomic(shared_->dirty).fetch_add(1, std::memory_order_relaxed);
+    // The dirty count only tells the daemon when the watermark is near: a
+    // load and a store, not a locked add. Two threads deregistering at once
+    // may count one slot; the slot is still found by the next sweep (timer
+    // sweeps and flush scan the whole pool).
+    std::atomic_ref<std::uint32_t> dirty(shared_->dirty);
+    dirty.store(dirty.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return 0;
 }
 

@@ -70,21 +70,25 @@ RelaxedPool::SlotView RelaxedPool::read_slot(std::uint32_t slot, std::uint8_t ke
     const uroce_relaxed_slot& s = relaxed_slots(shared_)[slot];
     // A seqlock read: the client bumps the generation whenever it takes a
     // slot to rewrite it, so equal generations around the reads mean the
-    // fields belong to the registration the state describes.
-    const std::uint32_t before = load(s.ctrl, std::memory_order_acquire);
+    // fields belong to the registration the state describes. The client
+    // stores the fields with release after bumping the generation, and these
+    // loads acquire, so a field from a newer registration makes the second
+    // generation load see the bump. No fences: ThreadSanitizer does not
+    // model them, and on x86 acquire loads and release stores are plain moves.
+    constexpr auto acq = std::memory_order_acquire;
+    const std::uint32_t before = load(s.ctrl, acq);
     const std::uint32_t state = UROCE_RELAXED_STATE(before);
     if (state != UROCE_RELAXED_REGISTERED && state != UROCE_RELAXED_DEREGISTERED) {
         return v;
     }
-    v.access = load(s.access);
-    v.addr = load(s.addr);
-    v.length = load(s.length);
-    v.user_addr = load(s.user_addr);
-    v.user_length = load(s.user_length);
-    v.registered_ns = load(s.registered_ns);
-    v.deregistered_ns = load(s.deregistered_ns);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    const std::uint32_t after = load(s.ctrl, std::memory_order_relaxed);
+    v.access = load(s.access, acq);
+    v.addr = load(s.addr, acq);
+    v.length = load(s.length, acq);
+    v.user_addr = load(s.user_addr, acq);
+    v.user_length = load(s.user_length, acq);
+    v.registered_ns = load(s.registered_ns, acq);
+    v.deregistered_ns = load(s.deregistered_ns, acq);
+    const std::uint32_t after = load(s.ctrl, acq);
     if (UROCE_RELAXED_GEN(after) != UROCE_RELAXED_GEN(before)) {
         return v;  // rewritten while we read: the old registration is gone
     }
@@ -154,18 +158,16 @@ std::size_t RelaxedPool::sweep(std::uint32_t enough) {
         // from DEREGISTERED, so only a client rewriting its own slot behind the
         // protocol's back could race here, and that only hurts its own slot.
         store(ctrl, UROCE_RELAXED_CTRL(UROCE_RELAXED_GEN(c), UROCE_RELAXED_INVALIDATING), std::memory_order_relaxed);
+        // seq_cst, pairing with the data path's seq_cst load: a reader that
+        // still saw the old byte is seen inside its guard by synchronize().
         key_bytes_[slot].store(static_cast<std::uint8_t>(key_bytes_[slot].load(std::memory_order_relaxed) + 1),
-                               std::memory_order_relaxed);
+                               std::memory_order_seq_cst);
         batch.push_back(slot);
     }
     cursor_ = slot;
     if (batch.empty()) {
         return 0;
     }
-    // One fence for the whole batch orders the new key bytes before the grace
-    // period: a reader whose seq_cst load still saw an old byte precedes this
-    // fence in the total order, so synchronize() sees its guard ([atomics.fences]).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     epoch_.synchronize();
     for (std::uint32_t i : batch) {
         uroce_relaxed_slot& s = relaxed_slots(shared_)[i];
