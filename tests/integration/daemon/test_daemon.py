@@ -14,7 +14,7 @@ import tempfile
 import time
 import unittest
 
-from uroce_control import (ALLOC_PD, HDR, MAGIC, STATUS, VERSION, Client)
+from uroce_control import (ALLOC_PD, CREATE_RELAXED_POOL, FLUSH_RELAXED, HDR, MAGIC, STATUS, VERSION, Client)
 
 UROCED = UROCE = None
 
@@ -212,6 +212,51 @@ class HostileClientTests(unittest.TestCase):
         self.assertEqual(good.dealloc_pd(pd), 0)
         good.close()
         self.assertIsNone(self.d.proc.poll(), "uroced must still be running")
+
+
+class HostileSharedMemoryTests(unittest.TestCase):
+    """Garbage written into shared memory the daemon reads (the relaxed-MR
+    pool) while the daemon sweeps it on its timer: it keeps serving."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.d = Daemon()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.d.stop()
+
+    def test_garbage_in_the_relaxed_pool(self):
+        import mmap
+        capacity = 256
+        c = self.d.client()
+        _, pd = c.alloc_pd()
+        status, body, fds = c.call(CREATE_RELAXED_POOL, struct.pack("<IIII", pd, capacity, 4, 1000))
+        self.assertEqual(status, 0)
+        self.assertEqual(len(fds), 1, "the pool's memory comes as an fd")
+        handle = struct.unpack_from("<I", body)[0]
+        size = 64 + 64 * capacity
+        mem = mmap.mmap(fds[0], size)
+        os.close(fds[0])
+        other = self.d.client()
+        # Bounded: 2000 rounds of random bytes over the whole pool, the daemon
+        # sweeping it every 1 ms meanwhile; every 100 rounds another client
+        # must still be served, and slot states are forced to "deregistered"
+        # so the sweeps really walk through the garbage.
+        for i in range(2000):
+            mem[:] = os.urandom(size)
+            for slot in range(capacity):
+                mem[64 + slot * 64] = 3  # UROCE_RELAXED_DEREGISTERED, garbage elsewhere
+            if i % 100 == 0:
+                self.assertIsNone(self.d.proc.poll(), "uroced must still be running")
+                self.assertEqual(other.alloc_pd()[0], 0)
+        self.assertEqual(c.call(FLUSH_RELAXED, struct.pack("<II", handle, 0))[0], 0)
+        self.assertEqual(self.d.status()["relaxed_pools"], 1)
+        mem.close()
+        c.close()
+        other.close()
+        self.d.wait_for(lambda s: s["relaxed_pools"] == 0 and s["clients"] == 1, "the pool destroyed with its client")
+        self.assertIsNone(self.d.proc.poll())
 
 
 class KilledClientTests(unittest.TestCase):
