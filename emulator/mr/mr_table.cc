@@ -278,17 +278,22 @@ int MrTable::dereg_locked(const Descriptor* d) {
     if (e->bound_windows != 0) {
         return EBUSY;
     }
+    remove_locked(d, mr_count_);
+    return 0;
+}
+
+void MrTable::remove_locked(const Descriptor* d, std::size_t& count) {
+    // Copy what is needed first: publish() retires `d`.
     const std::uint32_t index = d->index;
     const std::uint32_t pd = d->pd;
     const std::uint32_t owner = d->owner;
     publish(index, nullptr);
     free_index(index);
     pds_.unref(pd);
-    --mr_count_;
+    --count;
     if (auto it = by_owner_.find(owner); it != by_owner_.end()) {
         it->second.erase(index);
     }
-    return 0;
 }
 
 int MrTable::dereg_mr(std::uint32_t lkey, std::uint32_t owner) {
@@ -340,16 +345,7 @@ void MrTable::unbind_locked(const Descriptor* mw) {
 
 int MrTable::dealloc_mw_locked(const Descriptor* d) {
     unbind_locked(d);
-    const std::uint32_t index = d->index;
-    const std::uint32_t pd = d->pd;
-    const std::uint32_t owner = d->owner;
-    publish(index, nullptr);
-    free_index(index);
-    pds_.unref(pd);
-    --mw_count_;
-    if (auto it = by_owner_.find(owner); it != by_owner_.end()) {
-        it->second.erase(index);
-    }
+    remove_locked(d, mw_count_);
     return 0;
 }
 

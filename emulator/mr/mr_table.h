@@ -189,6 +189,8 @@ private:
     // Builds the descriptor reg_mr / rereg_mr would publish, or an errno.
     int make_mr(const RegRequest& r, Descriptor& d) const;
     int dereg_locked(const Descriptor* d);
+    // Unpublishes an MR or window and frees its entry; `count` is mr_count_ or mw_count_.
+    void remove_locked(const Descriptor* d, std::size_t& count);
     int dealloc_mw_locked(const Descriptor* d);
     void unbind_locked(const Descriptor* mw);
 
