@@ -35,6 +35,21 @@ constexpr std::uint16_t kRingSize = 1024;
 constexpr unsigned kMbufs = 4 * kRingSize - 1;  // 2^n - 1 is optimal for rte_mempool
 constexpr unsigned kMbufCache = 256;
 
+// The MTU of the kernel interface named by an `iface=` devarg, or 0.
+std::uint32_t interface_mtu(const std::string& spec) {
+    const auto at = spec.find("iface=");
+    if (at == std::string::npos) {
+        return 0;
+    }
+    const std::string iface = spec.substr(at + 6, spec.find(',', at) - (at + 6));
+    if (iface.empty() || iface.find('/') != std::string::npos) {
+        return 0;
+    }
+    std::ifstream f("/sys/class/net/" + iface + "/mtu");
+    std::uint32_t mtu = 0;
+    return (f >> mtu) && mtu >= 576 && mtu <= 65535 ? mtu : 0;
+}
+
 std::runtime_error dpdk_error(const std::string& what, int err) {
     return std::runtime_error(what + ": " + rte_strerror(err < 0 ? -err : err));
 }
@@ -125,6 +140,12 @@ DpdkPort::DpdkPort(const std::string& spec, const std::string& instance) {
     std::uint16_t mtu = 1500;
     if (rte_eth_dev_get_mtu(port_id_, &mtu) == 0) {
         info_.mtu = mtu;
+    }
+    // Kernel-interface PMDs (af_packet, af_xdp) report DPDK's default MTU,
+    // not the interface's: take the interface's and tell the PMD.
+    if (const std::uint32_t kernel_mtu = interface_mtu(spec); kernel_mtu != 0) {
+        info_.mtu = kernel_mtu;
+        rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(kernel_mtu));
     }
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(port_id_, &link) == 0) {

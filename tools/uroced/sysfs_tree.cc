@@ -75,9 +75,12 @@ std::string ensure_device_node(const std::string& uverbs_name, bool& created) {
     return fmt::format(
         "cannot create {} ({}): libibverbs will not list the device. As root, run once:\n"
         "  mkdir -p /dev/infiniband && ln -s /dev/null {}\n"
-        "or, unprivileged, run clients inside `unshare -Urm` with a tmpfs on /dev holding null, zero, random,\n"
-        "urandom and that symlink (docs/daemon.md).",
-        node.string(), std::error_code(errno, std::generic_category()).message(), node.string());
+        "or, unprivileged, run each client inside a private user and mount namespace (docs/daemon.md):\n"
+        "  unshare -Urm sh -ec 'mkdir -p /tmp/hostdev && mount --rbind /dev /tmp/hostdev &&\n"
+        "    mount -t tmpfs tmpfs /dev && for n in null zero random urandom; do touch /dev/$n;\n"
+        "    mount --bind /tmp/hostdev/$n /dev/$n; done && mkdir /dev/infiniband &&\n"
+        "    ln -s /dev/null /dev/infiniband/{} && exec \"$@\"' sh uroce exec -- PROGRAM",
+        node.string(), std::error_code(errno, std::generic_category()).message(), node.string(), uverbs_name);
 }
 
 void remove_device_node(const std::string& uverbs_name) {

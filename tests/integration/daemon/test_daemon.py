@@ -331,10 +331,54 @@ class ShutdownTests(unittest.TestCase):
             d.stop()
 
 
+@unittest.skipUnless(os.geteuid() == 0, "needs root to create a network namespace and a veth pair")
+class DpdkPortTests(unittest.TestCase):
+    """uroced on a real DPDK port: net_af_packet on one end of a veth pair in
+    a network namespace this test creates (and removes)."""
+
+    def setUp(self):
+        self.ns = f"uroce-t{os.getpid()}"
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        self.addCleanup(subprocess.run, ["ip", "netns", "del", self.ns])
+        ns = ["ip", "netns", "exec", self.ns]
+        subprocess.run(ns + ["ip", "link", "add", "ur0", "type", "veth", "peer", "name", "ur1"], check=True)
+        subprocess.run(ns + ["ip", "link", "set", "ur0", "mtu", "9000", "up"], check=True)
+        subprocess.run(ns + ["ip", "link", "set", "ur1", "mtu", "9000", "up"], check=True)
+        with open(f"/tmp/.{self.ns}-mac", "w") as f:
+            subprocess.run(ns + ["cat", "/sys/class/net/ur0/address"], stdout=f, check=True)
+        with open(f"/tmp/.{self.ns}-mac") as f:
+            self.mac = f.read().strip()
+        os.unlink(f"/tmp/.{self.ns}-mac")
+
+    def test_af_packet_port(self):
+        with tempfile.TemporaryDirectory() as st:
+            log = open(os.path.join(st, "uroced.log"), "w+")
+            proc = subprocess.Popen(["ip", "netns", "exec", self.ns, UROCED, "--port", "net_af_packet0,iface=ur0",
+                                     "--ip", "10.99.0.1", "--state-dir", st, "--name", "uroce7"], stderr=log)
+            try:
+                r = subprocess.run([UROCE, "status", "--state-dir", st, "--device", "uroce7", "--wait", "60"],
+                                   capture_output=True, text=True, timeout=90)
+                log.seek(0)
+                self.assertEqual(r.returncode, 0, r.stderr + log.read())
+                # The port's own MAC and MTU: 9000 gives an active IB MTU of 4096.
+                self.assertIn(f"MAC {self.mac},", r.stdout)
+                self.assertIn("active MTU 4096", r.stdout)
+                self.assertIn("0000:0000:0000:0000:0000:ffff:0a63:0001  RoCE v2", r.stdout)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                self.assertEqual(proc.wait(timeout=60), 0)
+                log.close()
+
+
 class BadConfigurationTests(unittest.TestCase):
     def run_uroced(self, *args):
         with tempfile.TemporaryDirectory() as st:
             return subprocess.run([UROCED, "--state-dir", st, *args], capture_output=True, text=True, timeout=30)
+
+    def test_missing_dpdk_port_is_refused_clearly(self):
+        r = self.run_uroced("--port", "net_af_packet0,iface=uroce-no-such-if", "--ip", "192.0.2.1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("net_af_packet0,iface=uroce-no-such-if", r.stderr)
 
     def test_bad_arguments_are_refused_clearly(self):
         r = self.run_uroced("--port", "loopback", "--ip", "300.1.2.3")
