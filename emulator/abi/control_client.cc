@@ -1,5 +1,7 @@
 #include "control_client.h"
 
+#include "fd_passing.h"
+
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/un.h>
@@ -84,21 +86,7 @@ int ControlClient::exchange(void* req, std::size_t req_size, void* reply, std::s
     h->seq = ++seq_;
     h->status = 0;
 
-    iovec iov{req, req_size};
-    msghdr mh{};
-    mh.msg_iov = &iov;
-    mh.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    if (send_fd >= 0) {
-        mh.msg_control = control;
-        mh.msg_controllen = sizeof(control);
-        cmsghdr* c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &send_fd, sizeof(int));
-    }
-    if (::sendmsg(fd_, &mh, MSG_NOSIGNAL) != static_cast<ssize_t>(req_size)) {
+    if (send_with_fd(fd_, req, req_size, send_fd, MSG_NOSIGNAL) != static_cast<ssize_t>(req_size)) {
         transport_failed_ = true;
         return errno == 0 ? EPIPE : errno;
     }

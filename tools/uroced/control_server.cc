@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "abi/fd_passing.h"
 #include "log.h"
 #include "messages.h"
 #include "mr/relaxed_pool.h"
@@ -242,21 +243,7 @@ void ControlServer::handle(int fd) {
     if (len == 0) {
         return;  // dispatch dropped the connection
     }
-    iovec riov{reply, len};
-    msghdr rmh{};
-    rmh.msg_iov = &riov;
-    rmh.msg_iovlen = 1;
-    alignas(cmsghdr) char rcontrol[CMSG_SPACE(sizeof(int))];
-    if (reply_fd >= 0) {
-        rmh.msg_control = rcontrol;
-        rmh.msg_controllen = sizeof(rcontrol);
-        cmsghdr* c = CMSG_FIRSTHDR(&rmh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        std::memcpy(CMSG_DATA(c), &reply_fd, sizeof(int));
-    }
-    if (::sendmsg(fd, &rmh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    if (abi::send_with_fd(fd, reply, len, reply_fd, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         drop(fd, fmt::format("cannot reply: {}", std::strerror(errno)), false);
     }
     if (reply_fd >= 0) {
