@@ -1,0 +1,147 @@
+// The port's neighbour table: answers ARP requests (RFC 826) and IPv6
+// Neighbor Solicitations (RFC 4861) for our addresses, and resolves the
+// Ethernet address of the peers the engine sends to.
+//
+// Entries, per peer address:
+//   Incomplete  a request is out; frames for the peer wait in a bounded queue
+//               (oldest dropped first, like Linux's unres_qlen) and leave in
+//               order once the answer comes. Requests are repeated every
+//               retry_interval; after max_requests unanswered ones the queue
+//               is dropped and the entry forgotten.
+//   Reachable   the MAC is known and was confirmed less than reachable_time
+//               ago.
+//   Probing     reachable_time has passed and the entry was used since its
+//               last confirmation: traffic keeps flowing to the known MAC
+//               while unicast requests ask the peer to confirm it (RFC 4861
+//               7.3.3 PROBE). An entry unused when it expires is forgotten.
+//
+// Learning follows RFC 826's merge rule: a request or reply updates the entry
+// of its sender if there is one, and creates one only when it is aimed at one
+// of our addresses. An NA updates an existing entry only (RFC 4861 7.2.5). A
+// MAC learned from a request counts as confirmed (RFC 4861 would call it
+// STALE and probe soon; on a LAN the sender has just shown it is there).
+//
+// Only untagged ARP/ND frames are handled. Neighbours only ever calls
+// port.send(); the caller flushes the port as it does after every poll.
+// Not thread-safe: the engine's thread owns it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "net/arp.h"
+#include "net/nd.h"
+#include "net/port.h"
+#include "wire/headers.h"
+
+namespace uroce::net {
+
+using Clock = std::chrono::steady_clock;
+
+struct NeighbourConfig {
+    // Between two requests for one peer. RFC 4861's RETRANS_TIMER is 1 s; a
+    // RoCE peer sits on the same LAN and answers in microseconds.
+    Clock::duration retry_interval = std::chrono::milliseconds(200);
+    // Requests before giving up (RFC 4861 MAX_MULTICAST_SOLICIT is 3).
+    unsigned max_requests = 5;
+    // How long an answer stays good (Linux's base_reachable_time is 30 s).
+    Clock::duration reachable_time = std::chrono::seconds(60);
+    std::size_t queue_frames = 64;  // per peer being resolved
+    std::size_t max_entries = 4096;
+};
+
+struct NeighbourCounters {
+    std::uint64_t arp_requests_sent = 0;
+    std::uint64_t arp_replies_sent = 0;
+    std::uint64_t ns_sent = 0;
+    std::uint64_t na_sent = 0;
+    std::uint64_t resolved = 0;  // entries completed or confirmed by an answer
+    std::uint64_t learned = 0;   // entries created from a request aimed at us
+    std::uint64_t ignored = 0;   // well-formed ARP/ND not for us
+    std::uint64_t malformed = 0;
+    std::uint64_t frames_queued = 0;
+    std::uint64_t frames_released = 0;      // queued frames sent after resolution
+    std::uint64_t queue_overflow = 0;       // queued frames pushed out by newer ones
+    std::uint64_t unresolved_dropped = 0;   // queued frames of peers that never answered
+    std::uint64_t resolution_failures = 0;  // peers given up on (Incomplete or Probing)
+    std::uint64_t no_entry_dropped = 0;     // frames dropped: table full or no source address
+    std::uint64_t entries = 0;              // entries in the table now
+};
+
+class Neighbours {
+public:
+    // `our_addresses`: every address the port answers for, IPv4 held
+    // IPv4-mapped (::ffff:a.b.c.d), IPv6 as is (the GID table's addresses).
+    Neighbours(Port& port, wire::MacAddr our_mac, std::vector<wire::Gid> our_addresses,
+               NeighbourConfig config = {});
+
+    // A received frame that is not RoCE: answers ARP requests and NS for our
+    // addresses and learns from answers. True when the frame was ARP or
+    // ICMPv6 NS/NA (used, ignored or malformed: either way it is consumed).
+    bool handle_frame(std::span<const std::uint8_t> frame, Clock::time_point now);
+
+    // Sends an IP frame to `dst` once its Ethernet destination is known:
+    // fills it in and sends at once, or keeps a copy until the peer answers.
+    // Ports without a wire (loopback) send everything to our own MAC; so do
+    // frames to our own addresses. Multicast goes to the mapped group MAC.
+    void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now);
+
+    // Repeats requests, expires and re-probes entries, gives up on peers that
+    // do not answer. Cheap when nothing is due.
+    void poll(Clock::time_point now);
+
+    // The earliest time poll() may have work, if ever (for the daemon's idle
+    // sleep). A lower bound: a poll() then may find nothing due after all.
+    [[nodiscard]] std::optional<Clock::time_point> next_deadline() const;
+
+    // The MAC traffic to `ip` goes to now (Reachable or Probing), if any.
+    [[nodiscard]] std::optional<wire::MacAddr> lookup(const wire::Gid& ip) const;
+    [[nodiscard]] bool is_ours(const wire::Gid& ip) const;
+    [[nodiscard]] NeighbourCounters counters() const;
+
+private:
+    enum class State { Incomplete, Reachable, Probing };
+
+    struct Entry {
+        State state = State::Incomplete;
+        wire::MacAddr mac{};
+        Clock::time_point confirmed{};
+        bool used_since_confirmed = false;
+        Clock::time_point next_request{};
+        unsigned requests_sent = 0;
+        wire::Gid source{};  // our address the requests come from
+        std::deque<std::vector<std::uint8_t>> queue;
+    };
+
+    struct GidHash {
+        std::size_t operator()(const wire::Gid& g) const noexcept;
+    };
+
+    void handle_arp(const ArpMessage& m, Clock::time_point now);
+    void handle_nd(const NdMessage& m, Clock::time_point now);
+    // Records `mac` for `ip` as confirmed now and sends what was queued.
+    void confirm(Entry& e, const wire::MacAddr& mac, Clock::time_point now);
+    // A new entry for a peer that spoke to us first; false when the table is full.
+    bool learn(const wire::Gid& ip, const wire::MacAddr& mac, Clock::time_point now);
+    void send_request(const wire::Gid& ip, Entry& e, Clock::time_point now);
+    void send_frame(std::span<std::uint8_t> frame, const wire::MacAddr& dst);
+    [[nodiscard]] bool addressed_to_us(const wire::MacAddr& eth_dst) const;
+    [[nodiscard]] std::optional<wire::Gid> source_for(std::span<const std::uint8_t> frame,
+                                                      const wire::Gid& dst) const;
+    void note_deadline(Clock::time_point t);
+
+    Port& port_;
+    wire::MacAddr our_mac_;
+    std::vector<wire::Gid> our_addresses_;
+    NeighbourConfig config_;
+    std::unordered_map<wire::Gid, Entry, GidHash> table_;
+    Clock::time_point next_deadline_ = Clock::time_point::max();
+    NeighbourCounters counters_;
+};
+
+}  // namespace uroce::net

@@ -1,0 +1,56 @@
+// The narrow interface between the RoCEv2 engine and whatever moves Ethernet
+// frames: a DPDK ethdev (dpdk_port/), or the in-process loopback wire
+// (loopback_port.h). The engine never sees DPDK types.
+//
+// Receive: receive() fills up to frames.size() RxFrames; each frame's bytes
+// stay valid until release() is called for it. Send: send() copies the frame
+// into the port's transmit queue (false when the queue is full: the frame is
+// dropped and counted, as a NIC would); flush() hands queued frames to the
+// wire. The engine calls flush() once per poll iteration.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "wire/headers.h"
+
+namespace uroce::net {
+
+struct RxFrame {
+    std::span<const std::uint8_t> bytes;
+    void* handle = nullptr;  // the port's own (an mbuf, a buffer slot)
+};
+
+struct PortCounters {
+    std::uint64_t rx_frames = 0;
+    std::uint64_t rx_bytes = 0;
+    std::uint64_t tx_frames = 0;
+    std::uint64_t tx_bytes = 0;
+    std::uint64_t tx_dropped = 0;  // queue full or no buffer
+};
+
+class Port {
+public:
+    virtual ~Port() = default;
+
+    [[nodiscard]] virtual std::size_t receive(std::span<RxFrame> frames) = 0;
+    virtual void release(std::span<RxFrame> frames) = 0;
+    virtual bool send(std::span<const std::uint8_t> frame) = 0;
+    virtual void flush() = 0;
+
+    [[nodiscard]] virtual wire::MacAddr mac() const = 0;
+    // Largest frame send() accepts (the Ethernet MTU plus the 14-byte header
+    // and one VLAN tag).
+    [[nodiscard]] virtual std::size_t max_frame() const = 0;
+    // Whether the port reaches anything but itself (loopback: false; then
+    // every destination is local and no neighbour resolution happens).
+    [[nodiscard]] virtual bool has_wire() const = 0;
+    // An fd that becomes readable when frames arrive, or -1 when the port
+    // cannot tell (then the daemon naps briefly instead of sleeping).
+    [[nodiscard]] virtual int rx_wait_fd() const { return -1; }
+
+    [[nodiscard]] virtual PortCounters counters() const = 0;
+};
+
+}  // namespace uroce::net
