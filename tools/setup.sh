@@ -18,6 +18,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes
   tshark                    # the decoder is checked field by field against it
+  sockperf                  # the kernel UDP round trip, the floor of tools/bench/roce_bench.py
 )
 
 missing=()

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""perftest, unmodified, through uroce: every bandwidth and latency test of
+the RDMA verbs (WRITE, READ, SEND, atomics).
+
+usage: test_perftest.py --topology {loopback,veth} UROCED UROCE
+
+Each run uses the RoCE v2 GID of the daemon's IPv4 address (-x), the port's
+active MTU (-m) and a fixed iteration count (-n), so its length is bounded by
+work rather than by a clock; the bandwidth tests run 4 QPs (-q 4). A run
+passes when both sides exit 0 and the client prints its result row for the
+requested size and iteration count with a positive bandwidth and message
+rate (bandwidth tests) or ordered, positive latencies (latency tests).
+perftest does not check the data it moves: byte_check does.
+"""
+
+import argparse
+import math
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import uroce_harness as harness  # noqa: E402
+
+RUN_TIMEOUT = 90  # per run; the largest moves 200 MiB
+BW_QPS = 4
+
+# Iterations per size (per QP for the bandwidth tests): 1 MiB messages get
+# fewer so that a run stays a few seconds even at 1 Gbit/s.
+BW_SIZES = {64: 1000, 4096: 1000, 65536: 500, 1 << 20: 50}
+LAT_SIZES = {2: 1000, 4096: 1000, 1 << 20: 50}
+ATOMIC_ITERS = 1000
+ATOMICS = ["FETCH_AND_ADD", "CMP_AND_SWAP"]
+
+BW_TOOLS = ["ib_write_bw", "ib_read_bw", "ib_send_bw"]
+LAT_TOOLS = ["ib_write_lat", "ib_read_lat", "ib_send_lat"]
+TOOLS = BW_TOOLS + LAT_TOOLS + ["ib_atomic_bw", "ib_atomic_lat"]
+
+
+def perftest_argv(endpoint, tool, size, iters, tcp_port, extra=()):
+    return [tool, "-d", endpoint.device, "-x", str(endpoint.gid_index), "-m", str(endpoint.mtu), "-p",
+            str(tcp_port), "-F", "-s", str(size), "-n", str(iters), *extra]
+
+
+class PerftestTests(unittest.TestCase):
+    topo = None  # set by make_suite
+
+    def run_case(self, tool, size, iters, extra=()):
+        topo = self.topo
+        port = harness.free_tcp_port()
+        server = perftest_argv(topo.server, tool, size, iters, port, extra)
+        client = perftest_argv(topo.client, tool, size, iters, port, extra) + [topo.server.tcp_host]
+        result = harness.run_pair(topo, server, client, port, timeout=RUN_TIMEOUT)
+        row = harness.perftest_row(result.client.output)
+        sys.stderr.write(f"    {tool} -s {size} -n {iters} {' '.join(extra)}: server exit {result.server.returncode}, "
+                         f"client exit {result.client.returncode}, result {row}\n")
+        detail = result.describe()
+        if not result.ok():
+            self.fail(f"{result.summary()}\n{detail}")
+        self.assertIsNotNone(row, f"no result row in the client's output\n{detail}")
+        self.assertEqual(int(row["#bytes"]), size, detail)
+        self.assertEqual(int(row["#iterations"]), iters, detail)
+        self.assertEqual(topo.dead_daemons(), [], topo.daemon_logs())
+        return row, detail
+
+    def check_bw(self, tool, size, iters, extra=()):
+        row, detail = self.run_case(tool, size, iters, ["-q", str(BW_QPS), *extra])
+        bw_key = next((k for k in row if k.startswith("BW average")), None)
+        self.assertIsNotNone(bw_key, f"no BW average column: {row}\n{detail}")
+        self.assertGreater(row[bw_key], 0.0, detail)
+        self.assertGreater(row["MsgRate[Mpps]"], 0.0, detail)
+
+    def check_lat(self, tool, size, iters, extra=()):
+        row, detail = self.run_case(tool, size, iters, extra)
+        t_min, t_avg, t_max = row.get("t_min[usec]"), row.get("t_avg[usec]"), row.get("t_max[usec]")
+        self.assertTrue(None not in (t_min, t_avg, t_max), f"latency columns missing: {row}\n{detail}")
+        self.assertTrue(0.0 < t_min <= t_avg <= t_max and math.isfinite(t_max), f"latencies {row}\n{detail}")
+
+
+def add(name, fn):
+    setattr(PerftestTests, name, fn)
+
+
+for _tool in BW_TOOLS:
+    for _size, _iters in BW_SIZES.items():
+        add(f"test_{_tool}_{_size}B", lambda self, t=_tool, s=_size, n=_iters: self.check_bw(t, s, n))
+for _tool in LAT_TOOLS:
+    for _size, _iters in LAT_SIZES.items():
+        add(f"test_{_tool}_{_size}B", lambda self, t=_tool, s=_size, n=_iters: self.check_lat(t, s, n))
+for _atomic in ATOMICS:
+    add(f"test_ib_atomic_bw_{_atomic}", lambda self, a=_atomic: self.check_bw("ib_atomic_bw", 8, ATOMIC_ITERS,
+                                                                            ["-A", a]))
+    add(f"test_ib_atomic_lat_{_atomic}", lambda self, a=_atomic: self.check_lat("ib_atomic_lat", 8, ATOMIC_ITERS,
+                                                                              ["-A", a]))
+
+
+def make_suite(topo):
+    PerftestTests.topo = topo
+    loader = unittest.TestLoader()
+    only = os.environ.get("UROCE_DATAFLOW_ONLY")  # e.g. ib_read_bw: run the matching tests only
+    return unittest.TestSuite(PerftestTests(n) for n in loader.getTestCaseNames(PerftestTests)
+                              if not only or only in n)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--topology", choices=["loopback", "veth"], required=True)
+    ap.add_argument("uroced")
+    ap.add_argument("uroce")
+    args = ap.parse_args()
+    harness.set_binaries(args.uroced, args.uroce)
+    return harness.run_tests(args.topology, TOOLS, make_suite)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,487 @@
+"""Shared pieces of the integration tests that run uroced and stock verbs
+programs through it: a daemon in its own state directory (on the loopback
+port, or on net_af_packet inside a network namespace), two network namespaces
+joined by a veth pair, and server/client program pairs that exchange their
+addresses over TCP (ibv_*_pingpong, perftest, the project's byte_check).
+
+Every wait is bounded and every process this module starts is stopped by its
+PID. A SIGTERM (meson's timeout) stops them and removes the namespaces before
+the test exits.
+"""
+
+import atexit
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SKIP = 77  # meson's exit status for a skipped test
+
+_live = []  # objects with close(), most recent last: what a SIGTERM must clean up
+
+
+def _close_all():
+    while _live:
+        obj = _live.pop()
+        try:
+            obj.close()
+        except Exception as e:  # cleanup goes on for the others
+            print(f"cleanup of {obj!r}: {e}", file=sys.stderr)
+
+
+def _on_sigterm(signum, _frame):
+    print(f"harness: signal {signum}: stopping every daemon and program, removing namespaces", file=sys.stderr)
+    _close_all()
+    os._exit(1)
+
+
+atexit.register(_close_all)
+signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _track(obj):
+    _live.append(obj)
+    return obj
+
+
+def _untrack(obj):
+    if obj in _live:
+        _live.remove(obj)
+
+
+def tail(text, lines=40):
+    rows = text.splitlines()
+    cut = rows[-lines:]
+    return ("[... %d lines]\n" % (len(rows) - len(cut)) if len(rows) > len(cut) else "") + "\n".join(cut)
+
+
+def missing_tools(names):
+    return [n for n in names if shutil.which(n) is None]
+
+
+def perftest_row(output):
+    """perftest's result table as {column: value}: the header line that
+    starts with #bytes and the first row of numbers under it; None when the
+    run printed no result."""
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith("#bytes"):
+            names = [n.strip() for n in re.findall(r"#bytes|#iterations|[^\s\[\]#][^\[\]#]*?\[[^\]]+\]", line)]
+            for row in lines[i + 1:]:
+                values = row.split()
+                if values and all(re.fullmatch(r"[\d.]+", v) for v in values):
+                    return dict(zip(names, (float(v) for v in values)))
+            return None
+    return None
+
+
+def free_tcp_port():
+    """A TCP port nothing listens on now (the tests that use it run one at a time)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port, proc, seconds=20, proto="tcp"):
+    """Waits until `proc` (or anything in its network namespace) listens on
+    `port` (TCP), or has a socket bound to it (proto="udp"). Reads
+    /proc/PID/net/{tcp,udp}*, which shows the namespace of that process, so
+    the server's single accept() is not used up by a probe. Returns False if
+    the process exited first (its output says why)."""
+    state = "0A" if proto == "tcp" else "07"  # TCP_LISTEN; TCP_CLOSE is how an unconnected UDP socket shows
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        for table in (proto, proto + "6"):
+            try:
+                with open(f"/proc/{proc.pid}/net/{table}") as f:
+                    rows = f.readlines()[1:]
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            for row in rows:
+                fields = row.split()
+                if fields[3] == state and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    return True
+        time.sleep(0.01)
+    raise AssertionError(f"nothing listened on {proto.upper()} port {port} within {seconds} s")
+
+
+class Daemon:
+    """One uroced in its own state directory: on the loopback port, or on a
+    DPDK port inside network namespace `netns`."""
+
+    def __init__(self, uroced, uroce, *, name, ip, port="loopback", netns=None, extra=(), ready_seconds=60):
+        self.uroce = uroce
+        self.name = name
+        self.ip = ip
+        self.netns = netns
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"{name}-")
+        self.state = self.tmp.name
+        self.log_path = os.path.join(self.state, "uroced.log")
+        self._log = open(self.log_path, "w")
+        argv = [uroced, "--port", port, "--ip", ip, "--name", name, "--state-dir", self.state, *extra]
+        self.argv = self.in_netns(argv)
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT)
+        _track(self)
+        r = subprocess.run([uroce, "status", "--state-dir", self.state, "--device", name, "--wait", str(ready_seconds)],
+                           capture_output=True, text=True, timeout=ready_seconds + 30)
+        if r.returncode != 0:
+            self.close()
+            raise RuntimeError(f"uroced did not become ready: {' '.join(self.argv)}\n{r.stderr}\n{self.log_text()}")
+        self.status_text = r.stdout
+
+    def __repr__(self):
+        return f"Daemon({self.name}, {self.netns or 'host'})"
+
+    def in_netns(self, argv):
+        return (["ip", "netns", "exec", self.netns] if self.netns else []) + list(argv)
+
+    def exec_argv(self, *argv):
+        """The command line that runs `argv` as a client of this daemon, in its
+        namespace, line-buffered so a killed program's output is kept."""
+        return self.in_netns(["stdbuf", "-oL", "-eL", self.uroce, "exec", "--state-dir", self.state, "--", *argv])
+
+    def gid_index(self, gid_type="RoCE v2"):
+        """The index of this daemon's IPv4 GID of `gid_type`, read from the tree
+        it publishes for libibverbs."""
+        octets = [int(x) for x in self.ip.split(".")]
+        want = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(octets)
+        port = os.path.join(self.state, "sys/class/infiniband", self.name, "ports/1")
+        for i in range(16):
+            with open(os.path.join(port, "gids", str(i))) as f:
+                gid = f.read().strip()
+            with open(os.path.join(port, "gid_attrs/types", str(i))) as f:
+                typ = f.read().strip()
+            if gid == want and typ == gid_type:
+                return i
+        raise AssertionError(f"{self.name}: no {gid_type} GID for {self.ip}")
+
+    def active_mtu(self):
+        m = re.search(r"active MTU (\d+)", self.status_text)
+        return int(m.group(1))
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def log_text(self):
+        self._log.flush()
+        with open(self.log_path) as f:
+            return f.read()
+
+    def close(self):
+        _untrack(self)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        self.tmp.cleanup()
+
+
+class VethNamespaces:
+    """Two network namespaces joined by a veth pair, each end with an IPv4
+    address the kernel owns too (the programs' TCP exchange uses it) and that
+    the uroced on that end announces as its RoCE v2 GID. Nothing is created
+    outside the two namespaces."""
+
+    PREFIX = "urdf"  # this suite's namespaces: urdf<pid>a, urdf<pid>b
+
+    def __init__(self, subnet="10.77.0", mtu=1500):
+        self.remove_stale()
+        pid = os.getpid()
+        self.ns = [f"{self.PREFIX}{pid}a", f"{self.PREFIX}{pid}b"]
+        self.ifname = ["urdfa", "urdfb"]
+        self.ip = [f"{subnet}.1", f"{subnet}.2"]
+        self.created = []
+        _track(self)
+        try:
+            for ns in self.ns:
+                self._ip("netns", "add", ns)
+                self.created.append(ns)
+            a, b = self.ns
+            self._ip("-n", a, "link", "add", self.ifname[0], "type", "veth", "peer", "name", self.ifname[1], "netns", b)
+            for ns, ifname, ip in zip(self.ns, self.ifname, self.ip):
+                # No IPv6 on the veth (where the kernel has it): no router
+                # solicitations or DAD among the RoCE frames.
+                subprocess.run(["ip", "netns", "exec", ns, "sh", "-c",
+                                f"echo 1 > /proc/sys/net/ipv6/conf/{ifname}/disable_ipv6"],
+                               capture_output=True, timeout=30)
+                self._ip("-n", ns, "link", "set", ifname, "mtu", str(mtu), "up")
+                self._ip("-n", ns, "addr", "add", f"{ip}/24", "dev", ifname)
+                self._ip("-n", ns, "link", "set", "lo", "up")
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self):
+        return f"VethNamespaces({self.ns})"
+
+    @staticmethod
+    def _ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True, text=True, timeout=30)
+
+    @staticmethod
+    def run(ns, argv, **kw):
+        return subprocess.run(["ip", "netns", "exec", ns, *argv], check=True, capture_output=True, text=True,
+                              timeout=30, **kw)
+
+    @classmethod
+    def remove_stale(cls):
+        """Namespaces this suite left behind in a run that was killed (their PID is gone)."""
+        r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+        for line in r.stdout.splitlines():
+            m = re.match(rf"({cls.PREFIX}(\d+)[ab])\b", line)
+            if m and not os.path.exists(f"/proc/{m.group(2)}"):
+                subprocess.run(["ip", "netns", "del", m.group(1)], capture_output=True, timeout=30)
+
+    def snmp(self, ns):
+        """Counters of /proc/net/snmp inside `ns`: {'Icmp': {...}, 'Udp': {...}, ...}."""
+        text = self.run(ns, ["cat", "/proc/net/snmp"]).stdout.splitlines()
+        out = {}
+        for names, values in zip(text[0::2], text[1::2]):
+            proto, names = names.split(":", 1)
+            out[proto] = dict(zip(names.split(), (int(v) for v in values.split(":", 1)[1].split())))
+        return out
+
+    def close(self):
+        _untrack(self)
+        for ns in reversed(self.created):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=30)
+        self.created = []
+
+
+class Endpoint:
+    """Where one side of a program pair runs: a daemon (and its namespace)
+    and the address the other side reaches it at over TCP."""
+
+    def __init__(self, daemon, tcp_host):
+        self.daemon = daemon
+        self.tcp_host = tcp_host
+        self.device = daemon.name
+        self.gid_index = daemon.gid_index()
+        self.mtu = daemon.active_mtu()
+
+
+class Topology:
+    """The server and client sides of the data tests.
+
+    loopback: one uroced on the embedded loopback port; both programs use its
+    device and meet over 127.0.0.1.
+    veth: one uroced per namespace on net_af_packet over its end of the veth
+    pair, --ip equal to that end's own address; the server runs in the first
+    namespace, the client in the second and connects to the server's address.
+    """
+
+    def __init__(self, kind, uroced, uroce):
+        self.kind = kind
+        self.daemons = []
+        self.net = None
+        try:
+            if kind == "loopback":
+                d = Daemon(uroced, uroce, name="uroce_lo", ip="192.0.2.1")
+                self.daemons = [d]
+                self.server = Endpoint(d, "127.0.0.1")
+                self.client = Endpoint(d, "127.0.0.1")
+            elif kind == "veth":
+                self.net = VethNamespaces()
+                for ns, ifname, ip, name in zip(self.net.ns, self.net.ifname, self.net.ip, ["uroce_a", "uroce_b"]):
+                    self.daemons.append(Daemon(uroced, uroce, name=name, ip=ip, port=f"net_af_packet0,iface={ifname}",
+                                               netns=ns))
+                self.server = Endpoint(self.daemons[0], self.net.ip[0])
+                self.client = Endpoint(self.daemons[1], self.net.ip[0])
+            else:
+                raise ValueError(f"unknown topology {kind}")
+        except BaseException:
+            self.close()
+            raise
+
+    def describe(self):
+        if self.kind == "loopback":
+            return f"one uroced ({self.server.device}) on the loopback port, TCP over 127.0.0.1"
+        return (f"{self.server.device} in {self.net.ns[0]} on {self.net.ifname[0]} ({self.net.ip[0]}) <-veth-> "
+                f"{self.client.device} in {self.net.ns[1]} on {self.net.ifname[1]} ({self.net.ip[1]})")
+
+    def daemon_logs(self):
+        return "\n".join(f"--- uroced {d.name} log (last lines)\n{tail(d.log_text(), 30)}" for d in self.daemons)
+
+    def dead_daemons(self):
+        return [d.name for d in self.daemons if not d.alive()]
+
+    def close(self):
+        for d in reversed(self.daemons):
+            d.close()
+        self.daemons = []
+        if self.net:
+            self.net.close()
+
+
+def skip_reason(kind, tools):
+    """Why the data tests of `kind` cannot run here, or None."""
+    if os.geteuid() != 0:
+        if kind == "veth":
+            return "needs root to create network namespaces and a veth pair"
+        return "needs root to create /dev/infiniband/uverbs_uroce_lo (see docs/daemon.md for the unprivileged recipe)"
+    missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if kind == "veth" else []))
+    if missing:
+        return f"not installed: {', '.join(missing)} (tools/setup.sh installs them)"
+    return None
+
+
+class Side:
+    """One finished (or killed) program of a pair."""
+
+    def __init__(self, role, argv, returncode, output, killed):
+        self.role, self.argv, self.returncode, self.output = role, argv, returncode, output
+        self.killed = killed  # why it was killed, or None
+
+    def how(self):
+        return f"killed: {self.killed}" if self.killed else f"exit {self.returncode}"
+
+    def first_error(self):
+        """The first line that reads like a failure, for the one-line summary."""
+        m = re.search(r"(?mi)^.*(couldn't|failed|error|invalid|fail\b|not supported).*$", self.output)
+        return m.group(0).strip() if m else None
+
+    def describe(self):
+        return f"--- {self.role} ({self.how()}): {' '.join(self.argv)}\n{tail(self.output)}"
+
+
+class PairResult:
+    def __init__(self, server, client, topology):
+        self.server, self.client, self.topology = server, client, topology
+
+    def ok(self):
+        return self.server.returncode == 0 and self.client.returncode == 0
+
+    def summary(self):
+        """One line: how each side ended and the first failure it printed."""
+        parts = []
+        for side in (self.client, self.server):
+            err = side.first_error()
+            parts.append(f"{side.role} {side.how()}" + (f" ({err!r})" if err else ""))
+        return "; ".join(parts)
+
+    def describe(self):
+        dead = self.topology.dead_daemons()
+        return "\n".join([self.client.describe(), self.server.describe(),
+                          f"--- daemons that died: {', '.join(dead)}" if dead else "--- every uroced still running",
+                          self.topology.daemon_logs()])
+
+
+class _Program:
+    def __init__(self, role, argv):
+        self.role = role
+        self.argv = argv
+        self.out = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.killed = None
+        _track(self)
+
+    def __repr__(self):
+        return f"_Program({self.role}, pid {self.proc.pid})"
+
+    def kill(self, why):
+        if self.proc.poll() is None:
+            self.killed = why
+            self.proc.kill()
+        self.proc.wait()
+
+    def close(self, why="the test stopped"):
+        _untrack(self)
+        self.kill(why)
+
+    def finish(self, why):
+        self.close(why)
+        self.out.seek(0)
+        text = self.out.read()
+        self.out.close()
+        return Side(self.role, self.argv, self.proc.returncode, text, self.killed)
+
+
+_hung_in_a_row = 0
+HUNG_RUNS_BEFORE_GIVING_UP = 3
+
+
+def run_pair(topology, server_args, client_args, tcp_port, timeout=120, grace=3):
+    """Runs a server/client pair of a program that meets over TCP.
+
+    server_args and client_args are the programs' own argv (the client's
+    includes the server's address). The server starts first; the client starts
+    once the server listens. The pair ends when both exit, when either fails
+    (the other then has `grace` seconds to finish), or after `timeout` seconds;
+    whatever is still running then is killed (by PID) and counts as failed.
+    After HUNG_RUNS_BEFORE_GIVING_UP runs in a row hit the time limit, the
+    following ones fail at once instead of each waiting for its own limit.
+    """
+    global _hung_in_a_row
+    if _hung_in_a_row >= HUNG_RUNS_BEFORE_GIVING_UP:
+        raise AssertionError(f"not run: the previous {_hung_in_a_row} program pairs hung until their time limit")
+    server = _Program("server", topology.server.daemon.exec_argv(*server_args))
+    client = None
+    why = "the test stopped"
+    try:
+        if wait_listening(tcp_port, server.proc):
+            client = _Program("client", topology.client.daemon.exec_argv(*client_args))
+        why = f"still running after the {timeout} s limit"
+        hung = True
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            procs = [p for p in (server, client) if p is not None]
+            codes = [p.proc.poll() for p in procs]
+            if all(c is not None for c in codes):
+                hung = False
+                break
+            failed = [p.role for p, c in zip(procs, codes) if c not in (None, 0)]
+            if failed and hung:
+                deadline = min(deadline, time.monotonic() + grace)
+                why = f"still running {grace} s after the {failed[0]} failed"
+                hung = False
+            time.sleep(0.01)
+        _hung_in_a_row = _hung_in_a_row + 1 if hung else 0
+    finally:
+        server_side = server.finish(why)
+        client_side = client.finish(why) if client else Side("client", client_args, None, "(never started: the "
+                                                             "server did not listen)", None)
+    return PairResult(server_side, client_side, topology)
+
+
+def run_tests(kind, tools, make_suite):
+    """main() of a data-test script: SKIP (77) with the reason when it cannot
+    run here, else runs `make_suite(topology)`'s unittest suite against a fresh
+    topology of `kind` and returns 0 or 1."""
+    import unittest
+    reason = skip_reason(kind, tools)
+    if reason:
+        print(f"SKIP: {kind}: {reason}")
+        return SKIP
+    topo = Topology(kind, *_binaries())
+    try:
+        print(f"topology: {topo.describe()}", file=sys.stderr)
+        result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(make_suite(topo))
+        if topo.dead_daemons():
+            print(f"FAIL: uroced died during the tests: {topo.dead_daemons()}\n{topo.daemon_logs()}", file=sys.stderr)
+            return 1
+        return 0 if result.wasSuccessful() else 1
+    finally:
+        topo.close()
+
+
+_UROCED = _UROCE = None
+
+
+def set_binaries(uroced, uroce):
+    global _UROCED, _UROCE
+    _UROCED, _UROCE = os.path.abspath(uroced), os.path.abspath(uroce)
+
+
+def _binaries():
+    return _UROCED, _UROCE
