@@ -1,15 +1,26 @@
 #include "dpdk_port.h"
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
-#include <fstream>
+#include <algorithm>
+#include <bit>
 #include <cctype>
+#include <cstring>
+#include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "packet_wake_ring.h"
 
 namespace uroce::port {
 
@@ -29,30 +40,80 @@ bool hugepages_available() {
     return false;
 }
 
-// Descriptors per queue and mbufs: enough to keep both rings full with
-// headroom for packets the engine holds (retransmission, reassembly).
-constexpr std::uint16_t kRingSize = 1024;
-constexpr unsigned kMbufs = 4 * kRingSize - 1;  // 2^n - 1 is optimal for rte_mempool
+// Ethernet header plus one 802.1Q tag: what a frame adds to the MTU (the FCS
+// never reaches software).
+constexpr std::uint32_t kL2Overhead = 14 + 4;
+
+// mbufs a core keeps in its mempool cache. The cache may hold up to 1.5 times
+// this before flushing back (rte_mempool's flush threshold).
 constexpr unsigned kMbufCache = 256;
 
-// The MTU of the kernel interface named by an `iface=` devarg, or 0.
+// Bursts flush() makes before it drops what the NIC still refuses.
+constexpr int kTxAttempts = 4;
+
+// DPDK's net_af_packet copies each frame through a TPACKET_V2 ring slot of
+// `framesz` bytes (devarg, 2048 by default); the kernel puts the frame 34
+// bytes into the slot (the 32-byte tpacket2 header, aligned to 16 with room
+// for a 16-byte link header, less the 14-byte Ethernet header), so longer
+// frames are cut short on receive.
+constexpr std::uint32_t kAfPacketDefaultFrameSize = 2048;
+constexpr std::uint32_t kAfPacketSlotOverhead = 34;
+
+// The value of `key=` in vdev devargs ("net_af_packet0,iface=veth0,framesz=4096").
+std::optional<std::string> devarg(const std::string& spec, const std::string& key) {
+    std::size_t start = spec.find(',');
+    while (start != std::string::npos) {
+        const std::size_t end = spec.find(',', start + 1);
+        const std::string item = spec.substr(start + 1, end == std::string::npos ? end : end - start - 1);
+        if (item.rfind(key + "=", 0) == 0) {
+            return item.substr(key.size() + 1);
+        }
+        start = end;
+    }
+    return std::nullopt;
+}
+
+bool driver_is(const std::string& spec, const std::string& driver) {
+    return spec.rfind(driver, 0) == 0 && spec.size() > driver.size() &&
+           std::isdigit(static_cast<unsigned char>(spec[driver.size()])) != 0;
+}
+
+// The MTU of the kernel interface named by an `iface=` devarg, or 0. Asked
+// of the kernel (SIOCGIFMTU) rather than read from /sys, which shows the
+// namespace sysfs was mounted in, not necessarily ours.
 std::uint32_t interface_mtu(const std::string& spec) {
-    const auto at = spec.find("iface=");
-    if (at == std::string::npos) {
+    const auto iface = devarg(spec, "iface");
+    if (!iface || iface->empty() || iface->size() >= IFNAMSIZ) {
         return 0;
     }
-    const std::string iface = spec.substr(at + 6, spec.find(',', at) - (at + 6));
-    if (iface.empty() || iface.find('/') != std::string::npos) {
+    const int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
         return 0;
     }
-    std::ifstream f("/sys/class/net/" + iface + "/mtu");
-    std::uint32_t mtu = 0;
-    return (f >> mtu) && mtu >= 576 && mtu <= 65535 ? mtu : 0;
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, iface->data(), iface->size());
+    const bool ok = ioctl(s, SIOCGIFMTU, &ifr) == 0;
+    close(s);
+    return ok && ifr.ifr_mtu >= 576 ? static_cast<std::uint32_t>(ifr.ifr_mtu) : 0;
+}
+
+std::uint32_t af_packet_frame_size(const std::string& spec) {
+    const auto text = devarg(spec, "framesz");
+    if (!text) {
+        return kAfPacketDefaultFrameSize;
+    }
+    try {
+        return static_cast<std::uint32_t>(std::stoul(*text));
+    } catch (const std::exception&) {
+        return kAfPacketDefaultFrameSize;  // the PMD rejects it with its own message
+    }
 }
 
 std::runtime_error dpdk_error(const std::string& what, int err) {
     return std::runtime_error(what + ": " + rte_strerror(err < 0 ? -err : err));
 }
+
+std::uint8_t* mbuf_bytes(rte_mbuf* m) { return static_cast<std::uint8_t*>(m->buf_addr) + m->data_off; }
 
 }  // namespace
 
@@ -78,8 +139,30 @@ bool DpdkPort::is_pci_address(const std::string& spec) {
            spec[i] <= '7' && i + 1 == spec.size();
 }
 
-DpdkPort::DpdkPort(const std::string& spec, const std::string& instance) {
-    std::vector<std::string> args = {"uroced", "--file-prefix=uroce-" + instance, "--log-level=lib.eal:warning"};
+DpdkPort::DpdkPort(const std::string& spec, const std::string& instance, const DpdkPortOptions& options) {
+    try {
+        start(spec, instance, options);
+    } catch (...) {
+        shutdown();  // a constructor that throws gets no destructor call
+        throw;
+    }
+}
+
+void DpdkPort::start(const std::string& spec, const std::string& instance, const DpdkPortOptions& options) {
+    const bool af_packet = driver_is(spec, "net_af_packet");
+    const bool tap = driver_is(spec, "net_tap");
+    info_.rx_wait = "none";
+    if (af_packet && options.rx_wait_fd) {
+        // Before the EAL opens the PMD's socket: see packet_wake_ring.h.
+        try {
+            wake_ring_ = std::make_unique<PacketWakeRing>(devarg(spec, "iface").value_or(""));
+        } catch (const std::exception& e) {
+            info_.rx_wait = std::string("none (") + e.what() + ")";
+        }
+    }
+
+    std::vector<std::string> args = {"uroced", "--file-prefix=uroce-" + instance, "--log-level=lib.eal:warning",
+                                     "--no-telemetry"};
     if (!hugepages_available()) {
         // DPDK 22.11: --in-memory cannot be combined with --no-huge; -m sizes
         // the anonymous memory EAL uses instead.
@@ -98,8 +181,8 @@ DpdkPort::DpdkPort(const std::string& spec, const std::string& instance) {
     if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
         throw dpdk_error("cannot start the DPDK EAL for --port " + spec, rte_errno);
     }
+    eal_started_ = true;
     if (rte_eth_dev_count_avail() != 1) {
-        rte_eal_cleanup();
         throw std::runtime_error("--port " + spec + ": DPDK found " + std::to_string(rte_eth_dev_count_avail()) +
                                  " ports, expected exactly one (is the interface or device there?)");
     }
@@ -110,42 +193,103 @@ DpdkPort::DpdkPort(const std::string& spec, const std::string& instance) {
         throw dpdk_error("rte_eth_dev_info_get", rc);
     }
     info_.driver = dev_info.driver_name != nullptr ? dev_info.driver_name : "?";
-    auto* pool = rte_pktmbuf_pool_create(("uroce_" + instance).c_str(), kMbufs, kMbufCache, 0,
-                                         RTE_MBUF_DEFAULT_BUF_SIZE, static_cast<int>(rte_socket_id()));
-    if (pool == nullptr) {
-        throw dpdk_error("cannot allocate the packet buffer pool", rte_errno);
+
+    // The MTU: asked for, or the port's own. A kernel interface carries no
+    // more than its own MTU, and af_packet no more than its ring slots.
+    const std::uint32_t kernel_mtu = interface_mtu(spec);
+    std::uint32_t mtu = options.mtu != 0 ? options.mtu : (kernel_mtu != 0 ? kernel_mtu : RTE_ETHER_MTU);
+    if (kernel_mtu != 0) {
+        mtu = std::min(mtu, kernel_mtu);
     }
-    mempool_ = pool;
+    const std::uint32_t af_packet_slot = af_packet ? af_packet_frame_size(spec) : 0;
+    if (af_packet) {
+        mtu = std::min(mtu, af_packet_slot - kAfPacketSlotOverhead - kL2Overhead);
+    }
+    // What the PMD says it takes. PMDs on kernel interfaces report Ethernet
+    // defaults (af_packet: 1518-byte frames) they do not enforce: for them
+    // the kernel's limits above are the real ones.
+    const std::uint32_t device_max_mtu =
+        dev_info.max_mtu != UINT16_MAX ? dev_info.max_mtu : dev_info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
+    if (kernel_mtu == 0) {
+        mtu = std::min(mtu, device_max_mtu);
+    }
+    info_.mtu = mtu;
+    max_frame_ = mtu + kL2Overhead;
+
     rte_eth_conf conf{};
+    conf.rxmode.mtu = std::min(mtu, device_max_mtu);
+    if ((dev_info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0) {
+        conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_IPV4_CKSUM;
+        info_.ipv4_checksum_offload = true;
+    }
+    if (tap && options.rx_wait_fd) {
+        // net_tap's rx "interrupt" is its queue fd itself (tap_intr.c).
+        conf.intr_conf.rxq = 1;
+    }
     if (int rc = rte_eth_dev_configure(port_id_, 1, 1, &conf); rc != 0) {
         throw dpdk_error("rte_eth_dev_configure", rc);
     }
+    std::uint16_t rx_ring = options.rx_ring;
+    std::uint16_t tx_ring = options.tx_ring;
+    if (int rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id_, &rx_ring, &tx_ring); rc != 0) {
+        throw dpdk_error("rte_eth_dev_adjust_nb_rx_tx_desc", rc);
+    }
+
+    // Every mbuf that can be out of the pool at once: a full RX ring, a full
+    // TX ring (freed only as the NIC completes), two bursts held by the
+    // engine between receive() and release(), the send queue, and the
+    // per-core cache. 2^n - 1 suits rte_mempool's ring best.
+    const unsigned needed = rx_ring + tx_ring + 2u * kBurst + kTxQueue + kMbufCache * 3 / 2;
+    const unsigned mbufs = std::bit_ceil(needed + 1) - 1;
+    // One segment per frame: the data room holds the largest frame (and, for
+    // af_packet, a whole ring slot, which its rx queue setup insists on).
+    const std::uint32_t data_room =
+        RTE_PKTMBUF_HEADROOM + std::max({static_cast<std::uint32_t>(max_frame_), std::uint32_t{2048}, af_packet_slot});
+    if (data_room > UINT16_MAX) {
+        throw std::runtime_error("--port " + spec + ": frames of " + std::to_string(max_frame_) +
+                                 " bytes do not fit an mbuf");
+    }
+    auto* pool = rte_pktmbuf_pool_create("uroce_frames", mbufs, kMbufCache, 0, static_cast<std::uint16_t>(data_room),
+                                         static_cast<int>(rte_socket_id()));
+    if (pool == nullptr) {
+        throw dpdk_error("cannot allocate the packet buffer pool (" + std::to_string(mbufs) + " mbufs of " +
+                             std::to_string(data_room) + " bytes)",
+                         rte_errno);
+    }
+    mempool_ = pool;
+
     const int socket = rte_eth_dev_socket_id(port_id_);
     const unsigned sock = socket < 0 ? 0u : static_cast<unsigned>(socket);
-    if (int rc = rte_eth_rx_queue_setup(port_id_, 0, kRingSize, sock, nullptr, pool); rc != 0) {
+    if (int rc = rte_eth_rx_queue_setup(port_id_, 0, rx_ring, sock, nullptr, pool); rc != 0) {
         throw dpdk_error("rte_eth_rx_queue_setup", rc);
     }
-    if (int rc = rte_eth_tx_queue_setup(port_id_, 0, kRingSize, sock, nullptr); rc != 0) {
+    rte_eth_txconf txconf = dev_info.default_txconf;
+    txconf.offloads = conf.txmode.offloads;
+    if (int rc = rte_eth_tx_queue_setup(port_id_, 0, tx_ring, sock, &txconf); rc != 0) {
         throw dpdk_error("rte_eth_tx_queue_setup", rc);
     }
     if (int rc = rte_eth_dev_start(port_id_); rc != 0) {
         throw dpdk_error("rte_eth_dev_start", rc);
     }
+    port_started_ = true;
+    // IPv6 Neighbor Solicitations go to solicited-node multicast groups a
+    // NIC filters out unless told otherwise. PMDs without the notion say
+    // -ENOTSUP, which is fine.
+    rte_eth_allmulticast_enable(port_id_);
+
+    if (tap && options.rx_wait_fd) {
+        if (const int fd = rte_eth_dev_rx_intr_ctl_q_get_fd(port_id_, 0); fd >= 0) {
+            rx_wait_fd_ = fd;
+            info_.rx_wait = "rx interrupt";
+        }
+    } else if (wake_ring_) {
+        rx_wait_fd_ = wake_ring_->fd();
+        info_.rx_wait = "af_packet wake ring";
+    }
+
     rte_ether_addr mac{};
     if (rte_eth_macaddr_get(port_id_, &mac) == 0) {
-        for (int i = 0; i < 6; ++i) {
-            info_.mac[static_cast<std::size_t>(i)] = mac.addr_bytes[i];
-        }
-    }
-    std::uint16_t mtu = 1500;
-    if (rte_eth_dev_get_mtu(port_id_, &mtu) == 0) {
-        info_.mtu = mtu;
-    }
-    // Kernel-interface PMDs (af_packet, af_xdp) report DPDK's default MTU,
-    // not the interface's: take the interface's and tell the PMD.
-    if (const std::uint32_t kernel_mtu = interface_mtu(spec); kernel_mtu != 0) {
-        info_.mtu = kernel_mtu;
-        rte_eth_dev_set_mtu(port_id_, static_cast<std::uint16_t>(kernel_mtu));
+        std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), info_.mac.begin());
     }
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(port_id_, &link) == 0) {
@@ -154,11 +298,173 @@ DpdkPort::DpdkPort(const std::string& spec, const std::string& instance) {
     }
 }
 
-DpdkPort::~DpdkPort() {
-    rte_eth_dev_stop(port_id_);
-    rte_eth_dev_close(port_id_);
-    rte_mempool_free(static_cast<rte_mempool*>(mempool_));
-    rte_eal_cleanup();
+DpdkPort::~DpdkPort() { shutdown(); }
+
+void DpdkPort::shutdown() {
+    if (tx_queued_ > 0) {
+        rte_pktmbuf_free_bulk(tx_queue_.data(), tx_queued_);
+        tx_queued_ = 0;
+    }
+    if (port_started_) {
+        rte_eth_dev_stop(port_id_);
+        port_started_ = false;
+    }
+    if (eal_started_ && rte_eth_dev_is_valid_port(port_id_) != 0) {
+        rte_eth_dev_close(port_id_);
+    }
+    if (mempool_ != nullptr) {
+        rte_mempool_free(static_cast<rte_mempool*>(mempool_));
+        mempool_ = nullptr;
+    }
+    if (eal_started_) {
+        rte_eal_cleanup();
+        eal_started_ = false;
+    }
+    wake_ring_.reset();
+}
+
+// ---- data path ---------------------------------------------------------------
+
+std::size_t DpdkPort::receive(std::span<net::RxFrame> frames) {
+    std::array<rte_mbuf*, kBurst> mbufs{};
+    const auto want = static_cast<std::uint16_t>(std::min<std::size_t>(frames.size(), kBurst));
+    std::uint16_t n = rte_eth_rx_burst(port_id_, 0, mbufs.data(), want);
+    // An empty queue re-arms the wake ring; frames that slipped in before
+    // the drain are picked up by the second burst (packet_wake_ring.h).
+    if (n == 0 && wake_ring_ && wake_ring_->drain()) {
+        n = rte_eth_rx_burst(port_id_, 0, mbufs.data(), want);
+    }
+    std::size_t out = 0;
+    for (std::uint16_t i = 0; i < n; ++i) {
+        rte_mbuf* m = mbufs[i];
+        if (m->nb_segs != 1) {
+            rte_pktmbuf_free(m);
+            stats_.rx_chained_dropped += 1;
+            continue;
+        }
+        frames[out++] = net::RxFrame{std::span<const std::uint8_t>(mbuf_bytes(m), m->data_len), m};
+        counters_.rx_frames += 1;
+        counters_.rx_bytes += m->data_len;
+    }
+    return out;
+}
+
+void DpdkPort::release(std::span<net::RxFrame> frames) {
+    std::array<rte_mbuf*, kBurst> batch{};
+    unsigned count = 0;
+    for (net::RxFrame& f : frames) {
+        if (f.handle == nullptr) {
+            continue;
+        }
+        batch[count++] = static_cast<rte_mbuf*>(f.handle);
+        f.handle = nullptr;
+        if (count == batch.size()) {
+            rte_pktmbuf_free_bulk(batch.data(), count);
+            count = 0;
+        }
+    }
+    if (count > 0) {
+        rte_pktmbuf_free_bulk(batch.data(), count);
+    }
+}
+
+bool DpdkPort::send(std::span<const std::uint8_t> frame) {
+    if (frame.size() > max_frame_ || frame.size() < RTE_ETHER_HDR_LEN) {
+        counters_.tx_dropped += 1;
+        return false;
+    }
+    if (tx_queued_ == kTxQueue) {
+        transmit_queued();
+        if (tx_queued_ == kTxQueue) {
+            counters_.tx_dropped += 1;
+            return false;
+        }
+    }
+    rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(mempool_));
+    if (m == nullptr) {
+        counters_.tx_dropped += 1;
+        return false;
+    }
+    char* data = rte_pktmbuf_append(m, static_cast<std::uint16_t>(frame.size()));
+    if (data == nullptr) {  // cannot happen: the data room holds max_frame_
+        rte_pktmbuf_free(m);
+        counters_.tx_dropped += 1;
+        return false;
+    }
+    std::memcpy(data, frame.data(), frame.size());
+    if (info_.ipv4_checksum_offload) {
+        request_ipv4_checksum(m);
+    }
+    tx_queue_[tx_queued_] = m;
+    tx_lengths_[tx_queued_] = static_cast<std::uint32_t>(frame.size());
+    ++tx_queued_;
+    return true;
+}
+
+void DpdkPort::request_ipv4_checksum(rte_mbuf* m) const {
+    std::uint8_t* p = mbuf_bytes(m);
+    const std::size_t length = m->data_len;
+    std::size_t l2 = RTE_ETHER_HDR_LEN;
+    std::uint16_t ether_type = static_cast<std::uint16_t>(p[12] << 8 | p[13]);
+    if (ether_type == RTE_ETHER_TYPE_VLAN && length >= l2 + 4) {
+        ether_type = static_cast<std::uint16_t>(p[16] << 8 | p[17]);
+        l2 += 4;
+    }
+    if (ether_type != RTE_ETHER_TYPE_IPV4 || length < l2 + sizeof(rte_ipv4_hdr)) {
+        return;
+    }
+    const std::size_t l3 = std::size_t{p[l2] & 0x0Fu} * 4;
+    if (l3 < sizeof(rte_ipv4_hdr) || length < l2 + l3) {
+        return;
+    }
+    // The NIC computes the checksum over a header whose checksum field is
+    // zero (rte_mbuf_core.h, RTE_MBUF_F_TX_IP_CKSUM).
+    p[l2 + offsetof(rte_ipv4_hdr, hdr_checksum)] = 0;
+    p[l2 + offsetof(rte_ipv4_hdr, hdr_checksum) + 1] = 0;
+    m->tx_offload = rte_mbuf_tx_offload(l2, l3, 0, 0, 0, 0, 0);
+    m->ol_flags |= RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM;
+}
+
+void DpdkPort::transmit_queued() {
+    if (tx_queued_ == 0) {
+        return;
+    }
+    const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, tx_queue_.data(), tx_queued_);
+    for (std::uint16_t i = 0; i < sent; ++i) {
+        counters_.tx_frames += 1;
+        counters_.tx_bytes += tx_lengths_[i];
+    }
+    const std::uint16_t left = static_cast<std::uint16_t>(tx_queued_ - sent);
+    if (left > 0 && sent > 0) {
+        std::memmove(tx_queue_.data(), tx_queue_.data() + sent, left * sizeof(tx_queue_[0]));
+        std::memmove(tx_lengths_.data(), tx_lengths_.data() + sent, left * sizeof(tx_lengths_[0]));
+    }
+    tx_queued_ = left;
+}
+
+void DpdkPort::flush() {
+    for (int attempt = 0; attempt < kTxAttempts && tx_queued_ > 0; ++attempt) {
+        if (attempt > 0) {
+            stats_.tx_burst_retries += 1;
+        }
+        transmit_queued();
+    }
+    if (tx_queued_ > 0) {
+        rte_pktmbuf_free_bulk(tx_queue_.data(), tx_queued_);
+        counters_.tx_dropped += tx_queued_;
+        tx_queued_ = 0;
+    }
+}
+
+DpdkPortStats DpdkPort::stats() const {
+    DpdkPortStats s = stats_;
+    rte_eth_stats nic{};
+    if (rte_eth_stats_get(port_id_, &nic) == 0) {
+        s.rx_missed = nic.imissed;
+        s.rx_errors = nic.ierrors;
+        s.rx_no_mbuf = nic.rx_nombuf;
+    }
+    return s;
 }
 
 }  // namespace uroce::port

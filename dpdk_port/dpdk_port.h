@@ -1,47 +1,128 @@
 // A DPDK ethdev port for uroced: starts the EAL (without hugepages when the
 // machine has none configured), attaches one port given as a PCI address or
-// vdev devargs (net_af_packet0,iface=veth0, net_tap0, net_memif0,...), and
-// sets it up with one RX and one TX queue. The data path (rx/tx bursts, ARP,
-// ND) arrives with issue 5; this part gives the daemon the port's MAC, MTU
-// and link state.
+// vdev devargs (net_af_packet0,iface=veth0, net_tap0, net_memif0,...), sets
+// it up with one RX and one TX queue, and moves frames for the engine through
+// the net::Port interface.
+//
+// Receive hands out the mbufs themselves (no copy) until release(). Send
+// copies the frame into an mbuf and queues it; flush() hands the queue to the
+// NIC in one burst, retrying the part the NIC did not take a few times, then
+// dropping and counting it. Frames are single-segment: the mbuf data room is
+// sized for the largest frame the port carries, and received chains (which
+// need RX scatter, never enabled) are dropped and counted.
+//
+// IPv4 header checksums go to the NIC when it offers
+// RTE_ETH_TX_OFFLOAD_IPV4_CKSUM; otherwise the checksum the engine wrote goes
+// out as is.
+//
+// rx_wait_fd(): net_tap gives its queue's fd (DPDK rx interrupts); for
+// net_af_packet, which has none, a companion AF_PACKET socket signals
+// arrivals (packet_wake_ring.h); other PMDs give -1.
+//
+// Single-threaded: the engine's thread makes every call.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "net/port.h"
 #include "wire/headers.h"
+
+struct rte_mbuf;
 
 namespace uroce::port {
 
+class PacketWakeRing;
+
 struct PortInfo {
     wire::MacAddr mac{};
-    std::uint32_t mtu = 1500;
+    std::uint32_t mtu = 1500;  // what the port carries (after every limit below)
     bool link_up = false;
     std::uint32_t speed_mbps = 0;
     std::string driver;
+    bool ipv4_checksum_offload = false;
+    // How rx_wait_fd() learns of frames: "rx interrupt", "af_packet wake
+    // ring", or "none" (the daemon naps instead).
+    std::string rx_wait;
 };
 
-class DpdkPort {
+struct DpdkPortOptions {
+    // 0: the port's own MTU (a kernel interface's, for af_packet/af_xdp/tap).
+    std::uint32_t mtu = 0;
+    std::uint16_t rx_ring = 1024;  // descriptors
+    std::uint16_t tx_ring = 1024;
+    bool rx_wait_fd = true;  // set up rx_wait_fd() where the PMD allows
+};
+
+// What the port counts beyond net::PortCounters.
+struct DpdkPortStats {
+    std::uint64_t rx_chained_dropped = 0;  // multi-segment frames
+    std::uint64_t tx_burst_retries = 0;    // bursts the NIC took only in part
+    std::uint64_t rx_missed = 0;           // NIC: no descriptor free (imissed)
+    std::uint64_t rx_errors = 0;           // NIC: bad frames (ierrors)
+    std::uint64_t rx_no_mbuf = 0;          // NIC: mempool empty (rx_nombuf)
+};
+
+class DpdkPort final : public net::Port {
 public:
     // `spec`: a PCI address (0000:3b:00.1) or vdev devargs. `instance`
     // separates the EAL files of daemons on one host. Throws
-    // std::runtime_error with DPDK's reason.
-    DpdkPort(const std::string& spec, const std::string& instance);
-    ~DpdkPort();
+    // std::runtime_error with DPDK's reason. One per process: the EAL starts
+    // once.
+    DpdkPort(const std::string& spec, const std::string& instance, const DpdkPortOptions& options = {});
+    ~DpdkPort() override;
     DpdkPort(const DpdkPort&) = delete;
     DpdkPort& operator=(const DpdkPort&) = delete;
 
+    [[nodiscard]] std::size_t receive(std::span<net::RxFrame> frames) override;
+    void release(std::span<net::RxFrame> frames) override;
+    bool send(std::span<const std::uint8_t> frame) override;
+    void flush() override;
+
+    [[nodiscard]] wire::MacAddr mac() const override { return info_.mac; }
+    [[nodiscard]] std::size_t max_frame() const override { return max_frame_; }
+    [[nodiscard]] bool has_wire() const override { return true; }
+    [[nodiscard]] int rx_wait_fd() const override { return rx_wait_fd_; }
+    [[nodiscard]] net::PortCounters counters() const override { return counters_; }
+
     [[nodiscard]] const PortInfo& info() const { return info_; }
     [[nodiscard]] std::uint16_t port_id() const { return port_id_; }
+    [[nodiscard]] DpdkPortStats stats() const;
 
     // True when `spec` looks like a PCI address rather than vdev devargs.
     [[nodiscard]] static bool is_pci_address(const std::string& spec);
 
+    // Frames one receive() returns at most.
+    static constexpr std::uint16_t kBurst = 32;
+    // Frames send() queues for flush(); a send() that finds it full hands the
+    // queue to the NIC early.
+    static constexpr std::uint16_t kTxQueue = 256;
+
 private:
+    void start(const std::string& spec, const std::string& instance, const DpdkPortOptions& options);
+    // Stops and frees whatever start() got done, in reverse order.
+    void shutdown();
+    // One rte_eth_tx_burst of the queued frames; keeps what the NIC refused.
+    void transmit_queued();
+    void request_ipv4_checksum(rte_mbuf* m) const;
+
     std::uint16_t port_id_ = 0;
     void* mempool_ = nullptr;
     PortInfo info_;
+    std::size_t max_frame_ = 0;
+    bool eal_started_ = false;
+    bool port_started_ = false;
+    std::unique_ptr<PacketWakeRing> wake_ring_;
+    int rx_wait_fd_ = -1;
+
+    std::array<rte_mbuf*, kTxQueue> tx_queue_{};
+    std::array<std::uint32_t, kTxQueue> tx_lengths_{};
+    std::uint16_t tx_queued_ = 0;
+
+    net::PortCounters counters_;
+    DpdkPortStats stats_;
 };
 
 }  // namespace uroce::port
