@@ -2,8 +2,9 @@
 // sysfs directory names the daemon's control socket (uroce_control_socket);
 // alloc_context connects, says HELLO and takes the async-event fd the daemon
 // passes back as context.async_fd, so IBV_EVENT_DEVICE_FATAL arrives there
-// when the daemon stops. No daemon: ibv_open_device returns NULL with errno
-// set (ENODEV).
+// when the daemon stops; then DOORBELL brings the daemon's doorbell eventfd
+// the post verbs ring (abi/rings.h). No daemon: ibv_open_device returns NULL
+// with errno set (ENODEV).
 #include <fcntl.h>
 #include <rdma/ib_user_ioctl_verbs.h>
 #include <unistd.h>
@@ -87,7 +88,23 @@ constexpr pabi::verbs_context_ops kContextOps = [] {
     return ops;
 }();
 
+// The daemon's doorbell eventfd; 0 or an errno.
+int fetch_doorbell(DaemonLink& link, int& doorbell_fd) {
+    uroce_ctrl_hdr req{};
+    req.op = UROCE_CTRL_DOORBELL;
+    uroce_ctrl_handle reply{};
+    doorbell_fd = -1;
+    const int err = link.call(&req, sizeof req, &reply, sizeof reply, -1, &doorbell_fd);
+    if (err == 0 && doorbell_fd < 0) {
+        return EPROTO;  // DOORBELL must pass the eventfd
+    }
+    return err;
+}
+
 void release(Context* ctx) {
+    if (ctx->doorbell_fd >= 0) {
+        ::close(ctx->doorbell_fd);
+    }
     delete ctx->link;
     // Closes cmd_fd and async_fd and drops the device reference.
     pabi::verbs_uninit_context(&ctx->vctx);
@@ -104,6 +121,7 @@ void release(Context* ctx) {
         return nullptr;  // cmd_fd already closed
     }
     auto* ctx = static_cast<Context*>(mem);
+    ctx->doorbell_fd = -1;
     ctx->link = new (std::nothrow) DaemonLink;
     char path[4096];
     int err = ctx->link == nullptr ? ENOMEM : 0;
@@ -116,6 +134,12 @@ void release(Context* ctx) {
     int async_fd = -1;
     if (err == 0) {
         err = ctx->link->open(path, async_fd);
+    }
+    if (err == 0) {
+        err = fetch_doorbell(*ctx->link, ctx->doorbell_fd);
+        if (err != 0) {
+            ::close(async_fd);
+        }
     }
     if (err != 0) {
         release(ctx);

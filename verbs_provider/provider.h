@@ -15,7 +15,9 @@
 
 #include "abi/control.h"
 #include "abi/control_client.h"
+#include "completion_ring.h"
 #include "pabi34.h"
+#include "work_queue.h"
 
 namespace uroce::mr {
 class RelaxedClient;
@@ -72,6 +74,7 @@ struct Context {
     ::verbs_context vctx;
     DaemonLink* link;        // owned
     RelaxedPools* relaxed;   // owned, created on first use
+    int doorbell_fd;         // owned: the daemon's doorbell eventfd (abi/rings.h)
 };
 static_assert(offsetof(Context, vctx) == 0);
 
@@ -79,18 +82,35 @@ inline Context* to_context(ibv_context* ctx) {
     return reinterpret_cast<Context*>(verbs_get_ctx(ctx));
 }
 inline DaemonLink& link_of(ibv_context* ctx) { return *to_context(ctx)->link; }
+inline int doorbell_of(ibv_context* ctx) { return to_context(ctx)->doorbell_fd; }
 
 // Objects: the ibv_* structure first, so libibverbs' pointers convert back.
+// Each maps the memfd of its rings (abi/rings.h) the daemon passed.
 struct Cq {
     pabi::verbs_cq vcq;
     void* ring;
     std::size_t ring_bytes;
+    CompletionRing completions;
 };
 struct Qp {
     pabi::verbs_qp vqp;
     ibv_qp_cap cap;
     int sq_sig_all;
+    void* rings;             // SQ, then RQ (none with an SRQ)
+    std::size_t ring_bytes;
+    WorkQueue sq;
+    WorkQueue rq;
 };
+struct Srq {
+    ibv_srq srq;
+    void* ring;
+    std::size_t ring_bytes;
+    WorkQueue rq;
+};
+
+// Maps `bytes` of a ring memfd the daemon passed and closes the fd; null
+// (errno set) when it cannot (verbs_cq.cc).
+void* map_ring(int fd, std::uint64_t bytes);
 
 // Every request header starts zeroed with its op set.
 template <typename T>

@@ -1,12 +1,20 @@
-// Completion queues: CREATE_CQ / DESTROY_CQ. The daemon passes the CQ ring
-// (abi/control.h uroce_cq_ring) as a memfd, mapped here. The data path that
-// fills the ring is the next step; until then the ring stays empty and
-// poll_cq finds no completions.
+// Completion queues: CREATE_CQ / DESTROY_CQ, and the data path's reading
+// side. The daemon passes the CQ ring (abi/rings.h) as a memfd, mapped here;
+// poll_cq and req_notify_cq work on it without a system call
+// (completion_ring.h).
+//
+// Completion channels: ibv_get_cq_event reads 8-byte CQ pointers from the
+// channel's fd. The daemon writes them (the cookie, our ibv_cq pointer) into
+// the channel's notify fd, which CREATE_CQ passes along. Channels of uroce
+// contexts come from the preload library of `uroce exec`
+// (comp_channel_preload.c), which exports uroce_comp_channel_notify_fd; it is
+// looked up at run time because the plugin also runs without it.
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <new>
 
 #include "provider.h"
@@ -17,39 +25,84 @@ namespace {
 
 Cq* to_cq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
 
+// The write end of a uroce completion channel, or -1 with errno set (and
+// the reason on stderr: a program otherwise sees only a failed create_cq).
+int channel_notify_fd(ibv_comp_channel* channel) {
+    using NotifyFd = int (*)(ibv_comp_channel*);
+    void* sym = ::dlsym(RTLD_DEFAULT, "uroce_comp_channel_notify_fd");
+    if (sym == nullptr) {
+        std::fprintf(stderr,
+                     "uroce: ibv_create_cq with a completion channel needs liburoce-preload.so "
+                     "(run the program under `uroce exec`)\n");
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    const int fd = reinterpret_cast<NotifyFd>(sym)(channel);
+    if (fd < 0) {
+        std::fprintf(stderr, "uroce: ibv_create_cq: the completion channel is not one of a uroce context\n");
+        errno = EINVAL;
+    }
+    return fd;
+}
+
 }  // namespace
 
-ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* /*channel*/, int comp_vector) {
+void* map_ring(int fd, std::uint64_t bytes) {
+    void* mem = MAP_FAILED;
+    if (fd >= 0 && bytes != 0) {
+        mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    const int err = mem == MAP_FAILED ? (fd < 0 ? EPROTO : errno) : 0;
+    if (fd >= 0) {
+        ::close(fd);
+    }
+    if (mem == MAP_FAILED) {
+        errno = err;
+        return nullptr;
+    }
+    return mem;
+}
+
+ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
     if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
         errno = EINVAL;
+        return nullptr;
+    }
+    const int notify_fd = channel != nullptr ? channel_notify_fd(channel) : -1;
+    if (channel != nullptr && notify_fd < 0) {
+        return nullptr;
+    }
+    auto* cq = new (std::nothrow) Cq{};
+    if (cq == nullptr) {
+        errno = ENOMEM;
         return nullptr;
     }
     auto req = request<uroce_ctrl_create_cq>(UROCE_CTRL_CREATE_CQ);
     req.cqe = static_cast<std::uint32_t>(cqe);
     req.comp_vector = static_cast<std::uint32_t>(comp_vector);
+    req.cookie = reinterpret_cast<std::uintptr_t>(&cq->vcq.cq);  // what ibv_get_cq_event reads
+    req.has_channel = channel != nullptr ? 1 : 0;
     uroce_ctrl_cq_reply reply{};
     int ring_fd = -1;
-    if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply, -1, &ring_fd); err != 0) {
+    if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply, notify_fd, &ring_fd); err != 0) {
+        delete cq;
         errno = err;
         return nullptr;
     }
-    void* ring = MAP_FAILED;
-    if (ring_fd >= 0 && reply.ring_bytes >= sizeof(uroce_cq_ring)) {
-        ring = ::mmap(nullptr, reply.ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ring_fd, 0);
+    cq->ring = map_ring(ring_fd, reply.ring_bytes);
+    int err = cq->ring == nullptr ? errno : cq->completions.attach(cq->ring, reply.ring_bytes);
+    if (err == 0 && cq->completions.entries() < reply.cqe) {
+        err = EPROTO;
     }
-    if (ring_fd >= 0) {
-        ::close(ring_fd);
-    }
-    auto* cq = ring == MAP_FAILED ? nullptr : new (std::nothrow) Cq{};
-    if (cq == nullptr) {
-        if (ring != MAP_FAILED) {
-            ::munmap(ring, reply.ring_bytes);
+    if (err != 0) {
+        if (cq->ring != nullptr) {
+            ::munmap(cq->ring, reply.ring_bytes);
         }
         link_of(ctx).call_handle(UROCE_CTRL_DESTROY_CQ, reply.handle);
-        errno = ENOMEM;
+        delete cq;
+        errno = err;
         return nullptr;
     }
-    cq->ring = ring;
     cq->ring_bytes = reply.ring_bytes;
     // libibverbs' ibv_create_cq fills context, channel, cq_context, the
     // mutex and cond (verbs_init_cq) after we return.
@@ -71,19 +124,12 @@ int destroy_cq(ibv_cq* ibcq) {
     return 0;
 }
 
-int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* /*wc*/) {
-    if (num_entries < 0) {
-        return -1;
-    }
-    // Entries between consumer and producer are completions; the daemon
-    // produces none yet (no data path), so there is nothing to return.
-    const auto* ring = static_cast<const uroce_cq_ring*>(to_cq(ibcq)->ring);
-    (void)ring;
-    return 0;
+int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
+    return to_cq(ibcq)->completions.poll(num_entries, wc);
 }
 
-int req_notify_cq(ibv_cq* /*cq*/, int /*solicited_only*/) {
-    // Nothing will complete until the data path exists; arming is accepted.
+int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
+    to_cq(ibcq)->completions.request_notify(solicited_only != 0);
     return 0;
 }
 

@@ -3,7 +3,12 @@
 // (emulator/qp/qp_state_machine.h): an illegal transition or a wrong mask
 // fails with EINVAL as on hardware. ibv_create_qp fills in nothing itself,
 // so every generic field of the ibv_qp is set here.
+//
+// CREATE_QP's reply passes one memfd with the QP's SQ ring and (without an
+// SRQ) its RQ ring; post_send and post_recv write WQEs there
+// (work_queue.h) and only make a system call to wake a sleeping daemon.
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
@@ -110,6 +115,30 @@ void attr_from_wire(const uroce_ctrl_qp_attr& w, ibv_qp_attr& a) {
     ah.port_num = w.ah_attr.port_num;
 }
 
+// Maps the QP's rings and attaches its work queues; 0 or an errno.
+int attach_rings(Qp& qp, int fd, const uroce_ctrl_create_qp_reply& reply, bool has_rq) {
+    qp.rings = map_ring(fd, reply.ring_bytes);
+    if (qp.rings == nullptr) {
+        return errno;
+    }
+    qp.ring_bytes = reply.ring_bytes;
+    auto* base = static_cast<std::uint8_t*>(qp.rings);
+    if (reply.sq_offset >= reply.ring_bytes || (has_rq && (reply.rq_offset == 0 || reply.rq_offset >= reply.ring_bytes))) {
+        return EPROTO;
+    }
+    int err = qp.sq.attach(base + reply.sq_offset, reply.ring_bytes - reply.sq_offset, WorkQueue::Kind::Send);
+    if (err == 0 && has_rq) {
+        err = qp.rq.attach(base + reply.rq_offset, reply.ring_bytes - reply.rq_offset, WorkQueue::Kind::Receive);
+    }
+    // The rings must hold what the reply grants.
+    if (err == 0 && (qp.sq.entries() < reply.cap.max_send_wr || qp.sq.max_sge() < reply.cap.max_send_sge ||
+                     qp.sq.max_inline() < reply.cap.max_inline_data ||
+                     (has_rq && (qp.rq.entries() < reply.cap.max_recv_wr || qp.rq.max_sge() < reply.cap.max_recv_sge)))) {
+        err = EPROTO;
+    }
+    return err;
+}
+
 }  // namespace
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
@@ -122,6 +151,11 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         errno = EOPNOTSUPP;  // RAW_PACKET, XRC: not offered
         return nullptr;
     }
+    auto* qp = new (std::nothrow) Qp{};
+    if (qp == nullptr) {
+        errno = ENOMEM;
+        return nullptr;
+    }
     auto req = request<uroce_ctrl_create_qp>(UROCE_CTRL_CREATE_QP);
     req.pd = pd->handle;
     req.send_cq = attr->send_cq->handle;
@@ -130,15 +164,21 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     req.qp_type = static_cast<std::uint8_t>(attr->qp_type);
     req.sq_sig_all = attr->sq_sig_all != 0 ? 1 : 0;
     req.cap = cap_to_wire(attr->cap);
+    req.cookie = reinterpret_cast<std::uintptr_t>(&qp->vqp.qp);  // what async events name
     uroce_ctrl_create_qp_reply reply{};
-    if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+    int ring_fd = -1;
+    if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply, -1, &ring_fd); err != 0) {
+        delete qp;
         errno = err;
         return nullptr;
     }
-    auto* qp = new (std::nothrow) Qp{};
-    if (qp == nullptr) {
+    if (const int err = attach_rings(*qp, ring_fd, reply, attr->srq == nullptr); err != 0) {
+        if (qp->rings != nullptr) {
+            ::munmap(qp->rings, qp->ring_bytes);
+        }
         link_of(pd->context).call_handle(UROCE_CTRL_DESTROY_QP, reply.qpn);
-        errno = ENOMEM;
+        delete qp;
+        errno = err;
         return nullptr;
     }
     qp->cap = cap_from_wire(reply.cap);
@@ -198,32 +238,30 @@ int destroy_qp(ibv_qp* qp) {
     if (const int err = link_of(qp->context).call_handle(UROCE_CTRL_DESTROY_QP, qp->qp_num); err != 0) {
         return err;
     }
+    Qp* q = to_qp(qp);
+    ::munmap(q->rings, q->ring_bytes);
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
-    delete to_qp(qp);
+    delete q;
     return 0;
 }
 
-int post_send(ibv_qp* /*qp*/, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
-    // The send path (rings to the daemon's requester) is the next step.
-    // Refuse rather than accept work that would never complete.
-    *bad_wr = wr;
-    return EOPNOTSUPP;
+int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
+    // qp->state is what libibverbs recorded at the last successful
+    // ibv_modify_qp; a QP the daemon moved to an error state still takes
+    // work, which then completes flushed.
+    return to_qp(qp)->sq.post_send(qp->qp_type, qp->state, doorbell_of(qp->context), wr, bad_wr);
 }
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    // Receive buffers are accepted (nothing arrives to consume them until
-    // the data path exists), with the checks a device makes at posting.
-    const Qp* q = to_qp(qp);
-    for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
-        if (qp->state == IBV_QPS_RESET || qp->srq != nullptr || w->num_sge < 0 ||
-            static_cast<std::uint32_t>(w->num_sge) > q->cap.max_recv_sge) {
-            *bad_wr = w;
-            return EINVAL;
-        }
+    // A QP with an SRQ has no receive queue of its own; before INIT the
+    // receive queue does not take work (IBA 10.3.1; rdma_rxe refuses both
+    // with EINVAL).
+    if (qp->srq != nullptr || qp->state == IBV_QPS_RESET) {
+        *bad_wr = wr;
+        return EINVAL;
     }
-    *bad_wr = nullptr;
-    return 0;
+    return to_qp(qp)->rq.post_recv(doorbell_of(qp->context), wr, bad_wr);
 }
 
 }  // namespace uroce::provider

@@ -1,5 +1,8 @@
 // Shared receive queues: CREATE_SRQ, MODIFY_SRQ, QUERY_SRQ, DESTROY_SRQ.
+// CREATE_SRQ's reply passes the SRQ ring's memfd; post_srq_recv writes
+// receive WQEs there (work_queue.h).
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <cerrno>
 #include <new>
@@ -8,33 +11,57 @@
 
 namespace uroce::provider {
 
+namespace {
+
+Srq* to_srq(ibv_srq* srq) { return reinterpret_cast<Srq*>(srq); }
+
+}  // namespace
+
 ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+    auto* srq = new (std::nothrow) Srq{};
+    if (srq == nullptr) {
+        errno = ENOMEM;
+        return nullptr;
+    }
     auto req = request<uroce_ctrl_srq>(UROCE_CTRL_CREATE_SRQ);
     req.pd = pd->handle;
     req.max_wr = attr->attr.max_wr;
     req.max_sge = attr->attr.max_sge;
     req.srq_limit = attr->attr.srq_limit;
+    req.cookie = reinterpret_cast<std::uintptr_t>(&srq->srq);  // what async events name
     uroce_ctrl_srq reply{};
-    if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+    int ring_fd = -1;
+    if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply, -1, &ring_fd); err != 0) {
+        delete srq;
         errno = err;
         return nullptr;
     }
-    auto* srq = new (std::nothrow) ibv_srq{};
-    if (srq == nullptr) {
+    srq->ring = map_ring(ring_fd, reply.ring_bytes);
+    int err = srq->ring == nullptr ? errno : srq->rq.attach(srq->ring, reply.ring_bytes, WorkQueue::Kind::Receive);
+    if (err == 0 && (srq->rq.entries() < reply.max_wr || srq->rq.max_sge() < reply.max_sge)) {
+        err = EPROTO;
+    }
+    if (err != 0) {
+        if (srq->ring != nullptr) {
+            ::munmap(srq->ring, reply.ring_bytes);
+        }
         link_of(pd->context).call_handle(UROCE_CTRL_DESTROY_SRQ, reply.handle);
-        errno = ENOMEM;
+        delete srq;
+        errno = err;
         return nullptr;
     }
-    srq->context = pd->context;
-    srq->srq_context = attr->srq_context;
-    srq->pd = pd;
-    srq->handle = reply.handle;
-    pthread_mutex_init(&srq->mutex, nullptr);
-    pthread_cond_init(&srq->cond, nullptr);
+    srq->ring_bytes = reply.ring_bytes;
+    ibv_srq& s = srq->srq;
+    s.context = pd->context;
+    s.srq_context = attr->srq_context;
+    s.pd = pd;
+    s.handle = reply.handle;
+    pthread_mutex_init(&s.mutex, nullptr);
+    pthread_cond_init(&s.cond, nullptr);
     // ibv_create_srq(3): the actual values are returned.
     attr->attr.max_wr = reply.max_wr;
     attr->attr.max_sge = reply.max_sge;
-    return srq;
+    return &s;
 }
 
 int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask) {
@@ -65,18 +92,16 @@ int destroy_srq(ibv_srq* srq) {
     if (const int err = link_of(srq->context).call_handle(UROCE_CTRL_DESTROY_SRQ, srq->handle); err != 0) {
         return err;
     }
+    Srq* s = to_srq(srq);
+    ::munmap(s->ring, s->ring_bytes);
     pthread_mutex_destroy(&srq->mutex);
     pthread_cond_destroy(&srq->cond);
-    delete srq;
+    delete s;
     return 0;
 }
 
-int post_srq_recv(ibv_srq* /*srq*/, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-    // Receive buffers are accepted; with no data path yet nothing arrives
-    // to consume them.
-    (void)wr;
-    *bad_wr = nullptr;
-    return 0;
+int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    return to_srq(srq)->rq.post_recv(doorbell_of(srq->context), wr, bad_wr);
 }
 
 }  // namespace uroce::provider

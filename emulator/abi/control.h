@@ -19,8 +19,10 @@
 
 #include <stdint.h>
 
+#include "rings.h"
+
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 1u
+#define UROCE_CTRL_VERSION 2u
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -50,6 +52,7 @@ enum uroce_ctrl_op {
     UROCE_CTRL_DESTROY_SRQ = 24,
     UROCE_CTRL_CREATE_AH = 25,
     UROCE_CTRL_DESTROY_AH = 26,
+    UROCE_CTRL_DOORBELL = 27,
     UROCE_CTRL_OP_COUNT
 };
 
@@ -148,9 +151,17 @@ struct uroce_ctrl_reg_mr {
     uint32_t rereg_flags;    /* REREG_MR: IBV_REREG_MR_* */
     uint32_t lkey;           /* REREG_MR: the MR */
     uint32_t reserved;
+    /* UROCE_REG_SHARED: the attached fd holds client addresses
+     * [shared_addr, shared_addr + shared_length) from shared_offset on
+     * (page-aligned, covering [addr, addr + length)): the provider made or
+     * found a shared mapping there, and the daemon maps the same bytes. */
+    uint64_t shared_addr;
+    uint64_t shared_length;
+    uint64_t shared_offset;
 };
 #define UROCE_REG_HAS_IOVA 0x1u   /* iova is meaningful (reg_mr_iova) */
 #define UROCE_REG_DMABUF 0x2u     /* fd in SCM_RIGHTS; addr is the offset */
+#define UROCE_REG_SHARED 0x4u     /* fd in SCM_RIGHTS: a shared mapping of the range */
 
 struct uroce_ctrl_mr_reply {
     struct uroce_ctrl_hdr hdr;
@@ -200,15 +211,20 @@ struct uroce_ctrl_status_reply {
 };
 
 /*
- * Completion queues. CREATE_CQ's reply passes a memfd holding the CQ ring:
- * a uroce_cq_ring header followed by `entries` slots of UROCE_CQE_BYTES,
- * mapped by both sides (the daemon produces, the provider consumes; the data
- * path fills it in a later version: today the ring stays empty).
+ * Completion queues. CREATE_CQ's reply passes a memfd holding the CQ ring
+ * (rings.h uroce_cq_ring, then `cqe` slots of UROCE_CQE_BYTES), mapped by both
+ * sides. With a completion channel the request carries the channel's notify
+ * fd (SCM_RIGHTS) and `cookie`, the struct ibv_cq pointer: the daemon writes
+ * the cookie into that fd for each event, which is what ibv_get_cq_event
+ * reads.
  */
 struct uroce_ctrl_create_cq {
     struct uroce_ctrl_hdr hdr;
     uint32_t cqe;           /* entries asked for (ibv_create_cq's cqe) */
     uint32_t comp_vector;
+    uint64_t cookie;        /* the ibv_cq pointer, echoed in completion events */
+    uint32_t has_channel;   /* 1: an fd is attached */
+    uint32_t reserved;
 };
 struct uroce_ctrl_cq_reply {
     struct uroce_ctrl_hdr hdr;
@@ -216,15 +232,9 @@ struct uroce_ctrl_cq_reply {
     uint32_t cqe;           /* entries granted (>= asked) */
     uint64_t ring_bytes;    /* size of the memfd */
 };
-#define UROCE_CQ_RING_VERSION 1u
-#define UROCE_CQE_BYTES 64u
-struct uroce_cq_ring {
-    uint32_t version;
-    uint32_t entries;
-    uint32_t producer;      /* daemon writes (atomic) */
-    uint32_t consumer;      /* provider writes (atomic) */
-    uint8_t pad[48];        /* entries start on a cache line */
-};
+
+/* DOORBELL: a header-only request; the reply (a uroce_ctrl_handle) passes
+ * the daemon's doorbell eventfd (rings.h). */
 
 /* Queue pairs. Enum values are verbs.h's (qp_type, states, MTU, masks). */
 struct uroce_ctrl_qp_cap {
@@ -289,12 +299,18 @@ struct uroce_ctrl_create_qp {
     uint8_t sq_sig_all;
     uint8_t reserved[6];
     struct uroce_ctrl_qp_cap cap;
+    uint64_t cookie;        /* the ibv_qp pointer, echoed in async events */
 };
+/* The reply passes a memfd of ring_bytes: the SQ ring at sq_offset and, for
+ * a QP without an SRQ, the RQ ring at rq_offset (0: none). */
 struct uroce_ctrl_create_qp_reply {
     struct uroce_ctrl_hdr hdr;
     uint32_t qpn;
     uint32_t reserved;
     struct uroce_ctrl_qp_cap cap;  /* granted */
+    uint64_t ring_bytes;
+    uint32_t sq_offset;
+    uint32_t rq_offset;
 };
 
 struct uroce_ctrl_modify_qp {
@@ -312,7 +328,9 @@ struct uroce_ctrl_query_qp_reply {
 
 /* Shared receive queues: CREATE_SRQ (pd, max_wr, max_sge, srq_limit),
  * MODIFY_SRQ (handle, attr_mask of IBV_SRQ_MAX_WR / IBV_SRQ_LIMIT, values),
- * and the replies of CREATE_SRQ and QUERY_SRQ (a uroce_ctrl_handle request). */
+ * and the replies of CREATE_SRQ and QUERY_SRQ (a uroce_ctrl_handle request).
+ * CREATE_SRQ's reply passes a memfd of ring_bytes holding the SRQ ring;
+ * its request carries the ibv_srq pointer as cookie (async events). */
 struct uroce_ctrl_srq {
     struct uroce_ctrl_hdr hdr;
     uint32_t pd;
@@ -321,6 +339,8 @@ struct uroce_ctrl_srq {
     uint32_t max_sge;
     uint32_t srq_limit;
     uint32_t attr_mask;
+    uint64_t cookie;
+    uint64_t ring_bytes;
 };
 
 /* Address handles: CREATE_AH replies with a uroce_ctrl_handle. */
@@ -338,17 +358,16 @@ static_assert(sizeof(struct uroce_ctrl_device_attr) <= UROCE_CTRL_MAX_MESSAGE, "
 static_assert(sizeof(struct uroce_ctrl_device_attr) == 216, "device attr layout");
 static_assert(sizeof(struct uroce_ctrl_port_attr) == 72, "port attr layout");
 static_assert(sizeof(struct uroce_ctrl_status_reply) == 88, "status layout");
-static_assert(sizeof(struct uroce_ctrl_create_cq) == 32, "create cq layout");
+static_assert(sizeof(struct uroce_ctrl_create_cq) == 48, "create cq layout");
 static_assert(sizeof(struct uroce_ctrl_cq_reply) == 40, "cq reply layout");
-static_assert(sizeof(struct uroce_cq_ring) == 64, "ring header is one cache line");
 static_assert(sizeof(struct uroce_ctrl_qp_cap) == 24, "qp cap layout");
 static_assert(sizeof(struct uroce_ctrl_ah_attr) == 32, "ah attr layout");
 static_assert(sizeof(struct uroce_ctrl_qp_attr) == 112, "qp attr layout");
-static_assert(sizeof(struct uroce_ctrl_create_qp) == 72, "create qp layout");
-static_assert(sizeof(struct uroce_ctrl_create_qp_reply) == 56, "create qp reply layout");
+static_assert(sizeof(struct uroce_ctrl_create_qp) == 80, "create qp layout");
+static_assert(sizeof(struct uroce_ctrl_create_qp_reply) == 72, "create qp reply layout");
 static_assert(sizeof(struct uroce_ctrl_modify_qp) == 144, "modify qp layout");
 static_assert(sizeof(struct uroce_ctrl_query_qp_reply) == 136, "query qp reply layout");
-static_assert(sizeof(struct uroce_ctrl_srq) == 48, "srq layout");
+static_assert(sizeof(struct uroce_ctrl_srq) == 64, "srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
 #endif
 

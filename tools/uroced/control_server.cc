@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -91,6 +92,13 @@ ControlServer::ControlServer(std::string socket_path, device::Device& device)
     // each client is isolated by its connection, not by file permissions.
     ::chmod(path_.c_str(), 0666);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    doorbell_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (doorbell_fd_ < 0) {
+        const int err = errno;
+        ::close(epoll_fd_);
+        ::close(listen_fd_);
+        throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(err)));
+    }
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = listen_fd_;
@@ -99,6 +107,7 @@ ControlServer::ControlServer(std::string socket_path, device::Device& device)
 
 ControlServer::~ControlServer() {
     shutdown_clients();
+    ::close(doorbell_fd_);
     ::close(epoll_fd_);
     ::close(listen_fd_);
     ::unlink(path_.c_str());
@@ -174,7 +183,7 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     connections_.erase(it);
     const std::size_t n = device_.close_client(client);
-    release_cq_rings(client);
+    rings_.remove_owner(client);
     for (auto pit = pools_.begin(); pit != pools_.end();) {
         if (pit->second.client == client) {
             ::munmap(pit->second.memory, pit->second.bytes);
@@ -483,7 +492,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return write_reply(out, h, 0, s);
         }
         default:
-            return dispatch_queues(c, h, msg, out, reply_fd);
+            return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }
 }
 

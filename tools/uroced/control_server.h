@@ -14,6 +14,7 @@
 
 #include "abi/control.h"
 #include "device/device.h"
+#include "device/ring_registry.h"
 #include "mr/relaxed_pool.h"
 
 namespace uroce::daemon {
@@ -49,6 +50,12 @@ public:
 
     [[nodiscard]] const std::string& socket_path() const { return path_; }
 
+    // The rings of every CQ, QP and SRQ (device/ring_registry.h), for the engine.
+    [[nodiscard]] const device::RingRegistry& rings() const { return rings_; }
+    // The doorbell eventfd (abi/rings.h) every client gets a copy of
+    // (DOORBELL): readable when a provider rang after the engine armed.
+    [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
+
 private:
     struct Connection {
         std::uint32_t client = 0;
@@ -66,13 +73,17 @@ private:
                          int& reply_fd, int received_fd);
     // CQ, QP, SRQ and AH operations (handlers_queues.cc, handlers_qp.cc);
     // `h` was validated (a known op of the right size).
+    // `received_fd`: the fd the request carried, or -1 (closed by the caller).
     std::size_t dispatch_queues(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                std::uint8_t* out, int& reply_fd);
-    std::size_t handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
-    std::size_t create_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                                std::uint8_t* out, int& reply_fd, int received_fd);
+    std::size_t handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                           int& reply_fd);
-    void release_cq_ring(std::uint32_t cq);
-    void release_cq_rings(std::uint32_t client);
+    std::size_t create_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                          int& reply_fd, int received_fd);
+    std::size_t create_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                           int& reply_fd);
+    std::size_t create_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                          int& reply_fd);
 
     std::string path_;
     device::Device& device_;
@@ -90,14 +101,8 @@ private:
     };
     std::unordered_map<std::uint32_t, PoolMapping> pools_;  // by pool handle (its base key index)
 
-    // The shared CQ rings (abi/control.h uroce_cq_ring), mapped here for
-    // the data path, by CQ handle.
-    struct RingMapping {
-        std::uint32_t client = 0;
-        void* memory = nullptr;
-        std::size_t bytes = 0;
-    };
-    std::unordered_map<std::uint32_t, RingMapping> cq_rings_;
+    device::RingRegistry rings_;
+    int doorbell_fd_ = -1;
 };
 
 }  // namespace uroce::daemon

@@ -1,11 +1,14 @@
-// Control-protocol handlers for queue pairs: create, modify (through the
+// Control-protocol handlers for queue pairs: create (with the QP's shared
+// rings, device/ring_registry.h: one memfd, SQ then RQ), modify (through the
 // IBTA state machine of qp/qp_state_machine.h, in device::QueueObjects),
 // query and destroy. Converts between the wire layout (abi/control.h) and
 // the engine's qp::QpAttr.
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "control_server.h"
+#include "device/ring_memory.h"
 #include "log.h"
 #include "messages.h"
 
@@ -15,6 +18,14 @@ namespace {
 
 qp::QpCap cap_from_wire(const uroce_ctrl_qp_cap& w) {
     return {w.max_send_wr, w.max_recv_wr, w.max_send_sge, w.max_recv_sge, w.max_inline_data};
+}
+
+// A work queue of `asked` WRs gets its ring's entries (the next power of
+// two, at least 1) when they stay within `limit`; otherwise `asked`
+// unchanged, for QueueObjects to refuse.
+std::uint32_t granted_wr(std::uint32_t asked, std::uint32_t limit) {
+    const std::uint32_t entries = device::ring_entries(asked);
+    return asked <= limit && entries != 0 && entries <= limit ? entries : asked;
 }
 
 uroce_ctrl_qp_cap cap_to_wire(const qp::QpCap& c) {
@@ -112,27 +123,65 @@ uroce_ctrl_qp_attr attr_to_wire(const qp::QpAttr& a) {
 
 }  // namespace
 
+std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                     std::uint8_t* out, int& reply_fd) {
+    const auto req = read_as<uroce_ctrl_create_qp>(msg);
+    device::QueueObjects& q = device_.queues();
+    device::QpCreate cr;
+    cr.pd = req.pd;
+    cr.type = static_cast<qp::QpType>(req.qp_type);
+    cr.send_cq = req.send_cq;
+    cr.recv_cq = req.recv_cq;
+    cr.srq = req.srq;
+    cr.sq_sig_all = req.sq_sig_all != 0;
+    cr.cap = cap_from_wire(req.cap);
+    // ibv_create_qp(3): at least what was asked; the rings hold a power of two.
+    cr.cap.max_send_wr = granted_wr(cr.cap.max_send_wr, q.limits().max_qp_wr);
+    cr.cap.max_recv_wr = granted_wr(cr.cap.max_recv_wr, q.limits().max_qp_wr);
+    const device::Created made = q.create_qp(c.client, cr);  // with an SRQ, clears the receive caps
+    if (made.error != 0) {
+        return status_only(out, h, made.error);
+    }
+    const device::WqGeometry sq = device::sq_geometry(cr.cap.max_send_wr, cr.cap.max_send_sge, cr.cap.max_inline_data);
+    const device::WqGeometry rq = device::rq_geometry(cr.cap.max_recv_wr, cr.cap.max_recv_sge);
+    const bool has_rq = cr.srq == 0;
+    std::shared_ptr<device::QpRings> rings;
+    if (const int err = device::make_qp_rings(sq, has_rq ? &rq : nullptr, rings); err != 0) {
+        q.destroy_qp(c.client, made.handle);
+        log_warn("client {}: cannot make the rings of a QP ({} + {} entries): {}", c.client, sq.entries,
+                 has_rq ? rq.entries : 0, std::strerror(err));
+        return status_only(out, h, ENOMEM);
+    }
+    rings->owner = c.client;
+    rings->qpn = made.handle;
+    rings->cookie = req.cookie;
+    rings->type = cr.type;
+    rings->pd = cr.pd;
+    rings->send_cq = cr.send_cq;
+    rings->recv_cq = cr.recv_cq;
+    rings->srq = cr.srq;
+    rings->sq_sig_all = cr.sq_sig_all;
+    reply_fd = rings->memory.release_fd();  // closed after sending
+    uroce_ctrl_create_qp_reply r{};
+    r.qpn = made.handle;
+    qp::QpCap granted = cr.cap;
+    granted.max_send_wr = sq.entries;
+    granted.max_recv_wr = has_rq ? rq.entries : 0;
+    r.cap = cap_to_wire(granted);
+    r.ring_bytes = rings->memory.size();
+    r.sq_offset = 0;
+    r.rq_offset = rings->rq_offset;
+    rings_.add(std::move(rings));
+    return write_reply(out, h, 0, r);
+}
+
 std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                     std::uint8_t* out) {
+                                     std::uint8_t* out, int& reply_fd) {
     device::QueueObjects& q = device_.queues();
     const std::uint32_t owner = c.client;
     switch (h.op) {
-        case UROCE_CTRL_CREATE_QP: {
-            const auto req = read_as<uroce_ctrl_create_qp>(msg);
-            device::QpCreate cr;
-            cr.pd = req.pd;
-            cr.type = static_cast<qp::QpType>(req.qp_type);
-            cr.send_cq = req.send_cq;
-            cr.recv_cq = req.recv_cq;
-            cr.srq = req.srq;
-            cr.sq_sig_all = req.sq_sig_all != 0;
-            cr.cap = cap_from_wire(req.cap);
-            const device::Created made = q.create_qp(owner, cr);
-            uroce_ctrl_create_qp_reply r{};
-            r.qpn = made.handle;
-            r.cap = cap_to_wire(cr.cap);
-            return write_reply(out, h, made.error, r);
-        }
+        case UROCE_CTRL_CREATE_QP:
+            return create_qp(c, h, msg, out, reply_fd);
         case UROCE_CTRL_MODIFY_QP: {
             const auto req = read_as<uroce_ctrl_modify_qp>(msg);
             const char* reason = nullptr;
@@ -147,8 +196,14 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
             }
             return write_reply(out, h, attr ? 0 : EINVAL, r);
         }
-        case UROCE_CTRL_DESTROY_QP:
-            return status_only(out, h, q.destroy_qp(owner, read_as<uroce_ctrl_handle>(msg).handle));
+        case UROCE_CTRL_DESTROY_QP: {
+            const std::uint32_t qpn = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = q.destroy_qp(owner, qpn);
+            if (err == 0) {
+                rings_.remove_qp(qpn);
+            }
+            return status_only(out, h, err);
+        }
         default:
             // request_size() admitted only known operations.
             return status_only(out, h, EINVAL);

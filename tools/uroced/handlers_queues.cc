@@ -1,14 +1,19 @@
-// Control-protocol handlers for completion queues, shared receive queues and
-// address handles, and the dispatch of every queue-object operation (QP ones
-// go on to handlers_qp.cc). Requests arrive validated for size; the values
-// are checked by device::QueueObjects.
-#include <sys/mman.h>
+// Control-protocol handlers for completion queues, shared receive queues,
+// address handles and the doorbell, and the dispatch of every queue-object
+// operation (QP ones go on to handlers_qp.cc). Requests arrive validated for
+// size; the values are checked by device::QueueObjects. CQs and SRQs get
+// their shared rings here (device/ring_registry.h): the reply passes the
+// ring's memfd, the registry keeps the daemon's mapping for the engine.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 
 #include "control_server.h"
+#include "device/ring_memory.h"
 #include "log.h"
 #include "messages.h"
 
@@ -34,6 +39,8 @@ std::size_t queue_request_size(std::uint16_t op) {
             return sizeof(uroce_ctrl_srq);
         case UROCE_CTRL_CREATE_AH:
             return sizeof(uroce_ctrl_create_ah);
+        case UROCE_CTRL_DOORBELL:
+            return sizeof(uroce_ctrl_hdr);
         default:
             return 0;
     }
@@ -57,95 +64,145 @@ qp::AhAttr ah_from_wire(const uroce_ctrl_ah_attr& w) {
     return a;
 }
 
+// What a queue of `asked` entries is granted: its ring's entries (the next
+// power of two) when they stay within `limit`; otherwise `asked` unchanged,
+// for QueueObjects to judge (it refuses 0 where 0 is invalid, and anything
+// above the limit).
+std::uint32_t granted_entries(std::uint32_t asked, std::uint32_t limit) {
+    const std::uint32_t entries = device::ring_entries(asked);
+    return asked != 0 && entries != 0 && entries <= limit ? entries : asked;
+}
+
+// A completion channel's notify end must be a pipe the daemon can write:
+// an event is an 8-byte write, which must never block the daemon (the
+// descriptor is made non-blocking when adopted) nor reach anything but the
+// client's own channel.
+int check_channel_fd(int fd) {
+    struct stat st {};
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (::fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode) || flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
+        return EINVAL;
+    }
+    return 0;
+}
+
+// Keeps a copy of a checked channel fd, non-blocking. The flag is on the
+// pipe's open file description, which the client shares but never writes
+// through itself (its end for reading is a separate description).
+int adopt_channel_fd(int received_fd, int& kept) {
+    kept = ::fcntl(received_fd, F_DUPFD_CLOEXEC, 0);
+    if (kept < 0) {
+        return errno;
+    }
+    const int flags = ::fcntl(kept, F_GETFL);
+    if (flags < 0 || ::fcntl(kept, F_SETFL, flags | O_NONBLOCK) != 0) {
+        return errno;
+    }
+    return 0;
+}
+
 }  // namespace
 
 std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                     std::uint8_t* out, int& reply_fd) {
+                                     std::uint8_t* out, int& reply_fd, int received_fd) {
     const auto req = read_as<uroce_ctrl_create_cq>(msg);
-    // One completion vector (num_comp_vectors = 1).
-    if (req.comp_vector != 0) {
+    // One completion vector (num_comp_vectors = 1). A channel comes with its
+    // notify fd; an fd without has_channel is ignored (the caller closes it).
+    if (req.comp_vector != 0 || req.has_channel > 1 || (req.has_channel == 1 && received_fd < 0)) {
         return status_only(out, h, EINVAL);
     }
-    std::uint32_t cqe = req.cqe;
-    const device::Created cq = device_.queues().create_cq(c.client, cqe);
+    if (req.has_channel == 1) {
+        if (const int err = check_channel_fd(received_fd); err != 0) {
+            return status_only(out, h, err);
+        }
+    }
+    device::QueueObjects& q = device_.queues();
+    std::uint32_t cqe = granted_entries(req.cqe, q.limits().max_cqe);
+    const device::Created cq = q.create_cq(c.client, cqe);
     if (cq.error != 0) {
         return status_only(out, h, cq.error);
     }
-    const std::size_t bytes = sizeof(uroce_cq_ring) + std::size_t{cqe} * UROCE_CQE_BYTES;
-    const int mfd = ::memfd_create("uroce-cq", MFD_CLOEXEC);
-    void* mem = MAP_FAILED;
-    if (mfd >= 0 && ::ftruncate(mfd, static_cast<off_t>(bytes)) == 0) {
-        mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
+    const std::uint32_t entries = device::ring_entries(cqe);
+    std::shared_ptr<device::CqRings> rings;
+    int err = device::make_cq_rings(entries, rings);
+    if (err == 0 && req.has_channel == 1) {
+        err = adopt_channel_fd(received_fd, rings->channel_fd);
     }
-    if (mem == MAP_FAILED) {
-        const int err = errno;
-        if (mfd >= 0) {
-            ::close(mfd);
-        }
-        device_.queues().destroy_cq(c.client, cq.handle);
-        log_warn("client {}: cannot make a {}-byte CQ ring: {}", c.client, bytes, std::strerror(err));
+    if (err != 0) {
+        q.destroy_cq(c.client, cq.handle);
+        log_warn("client {}: cannot make the ring of a {}-entry CQ: {}", c.client, entries, std::strerror(err));
         return status_only(out, h, ENOMEM);
     }
-    auto* ring = static_cast<uroce_cq_ring*>(mem);
-    ring->version = UROCE_CQ_RING_VERSION;
-    ring->entries = cqe;
-    cq_rings_[cq.handle] = RingMapping{c.client, mem, bytes};
-    reply_fd = mfd;  // closed after sending
+    rings->owner = c.client;
+    rings->handle = cq.handle;
+    rings->cookie = req.cookie;
+    reply_fd = rings->memory.release_fd();  // closed after sending
     uroce_ctrl_cq_reply r{};
     r.handle = cq.handle;
-    r.cqe = cqe;
-    r.ring_bytes = bytes;
+    r.cqe = entries;
+    r.ring_bytes = rings->memory.size();
+    rings_.add(std::move(rings));
     return write_reply(out, h, 0, r);
 }
 
-void ControlServer::release_cq_ring(std::uint32_t cq) {
-    if (auto it = cq_rings_.find(cq); it != cq_rings_.end()) {
-        ::munmap(it->second.memory, it->second.bytes);
-        cq_rings_.erase(it);
+std::size_t ControlServer::create_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                      std::uint8_t* out, int& reply_fd) {
+    const auto req = read_as<uroce_ctrl_srq>(msg);
+    device::QueueObjects& q = device_.queues();
+    device::SrqAttr a{granted_entries(req.max_wr, q.limits().max_srq_wr), req.max_sge, req.srq_limit};
+    const device::Created s = q.create_srq(c.client, req.pd, a);
+    if (s.error != 0) {
+        return status_only(out, h, s.error);
     }
-}
-
-void ControlServer::release_cq_rings(std::uint32_t client) {
-    for (auto it = cq_rings_.begin(); it != cq_rings_.end();) {
-        if (it->second.client == client) {
-            ::munmap(it->second.memory, it->second.bytes);
-            it = cq_rings_.erase(it);
-        } else {
-            ++it;
-        }
+    const device::WqGeometry g = device::rq_geometry(a.max_wr, a.max_sge);
+    std::shared_ptr<device::SrqRings> rings;
+    if (const int err = device::make_srq_rings(g, rings); err != 0) {
+        q.destroy_srq(c.client, s.handle);
+        log_warn("client {}: cannot make the ring of a {}-entry SRQ: {}", c.client, g.entries, std::strerror(err));
+        return status_only(out, h, ENOMEM);
     }
+    rings->owner = c.client;
+    rings->handle = s.handle;
+    rings->pd = req.pd;
+    rings->cookie = req.cookie;
+    reply_fd = rings->memory.release_fd();
+    uroce_ctrl_srq r{};
+    r.pd = req.pd;
+    r.handle = s.handle;
+    r.max_wr = g.entries;
+    r.max_sge = a.max_sge;
+    r.srq_limit = a.srq_limit;
+    r.ring_bytes = rings->memory.size();
+    rings_.add(std::move(rings));
+    return write_reply(out, h, 0, r);
 }
 
 std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                           std::uint8_t* out, int& reply_fd) {
+                                           std::uint8_t* out, int& reply_fd, int received_fd) {
     device::QueueObjects& q = device_.queues();
     const std::uint32_t owner = c.client;
     switch (h.op) {
         case UROCE_CTRL_CREATE_CQ:
-            return create_cq(c, h, msg, out, reply_fd);
+            return create_cq(c, h, msg, out, reply_fd, received_fd);
         case UROCE_CTRL_DESTROY_CQ: {
             const std::uint32_t cq = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_cq(owner, cq);
             if (err == 0) {
-                release_cq_ring(cq);
+                rings_.remove_cq(cq);
             }
             return status_only(out, h, err);
         }
-        case UROCE_CTRL_CREATE_SRQ: {
-            const auto req = read_as<uroce_ctrl_srq>(msg);
-            device::SrqAttr a{req.max_wr, req.max_sge, req.srq_limit};
-            const device::Created s = q.create_srq(owner, req.pd, a);
-            uroce_ctrl_srq r{};
-            r.pd = req.pd;
-            r.handle = s.handle;
-            r.max_wr = a.max_wr;
-            r.max_sge = a.max_sge;
-            r.srq_limit = a.srq_limit;
-            return write_reply(out, h, s.error, r);
-        }
+        case UROCE_CTRL_CREATE_SRQ:
+            return create_srq(c, h, msg, out, reply_fd);
         case UROCE_CTRL_MODIFY_SRQ: {
             const auto req = read_as<uroce_ctrl_srq>(msg);
             const device::SrqAttr a{req.max_wr, req.max_sge, req.srq_limit};
+            // The ring was sized at creation: max_wr may grow only within it.
+            const auto ring = rings_.srq(req.handle);
+            if ((req.attr_mask & device::kSrqMaxWr) != 0 && ring != nullptr && ring->owner == owner &&
+                req.max_wr > ring->ring.geometry.entries) {
+                return status_only(out, h, EINVAL);
+            }
             return status_only(out, h, q.modify_srq(owner, req.handle, req.attr_mask, a));
         }
         case UROCE_CTRL_QUERY_SRQ: {
@@ -159,8 +216,14 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             r.srq_limit = a.srq_limit;
             return write_reply(out, h, err, r);
         }
-        case UROCE_CTRL_DESTROY_SRQ:
-            return status_only(out, h, q.destroy_srq(owner, read_as<uroce_ctrl_handle>(msg).handle));
+        case UROCE_CTRL_DESTROY_SRQ: {
+            const std::uint32_t srq = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = q.destroy_srq(owner, srq);
+            if (err == 0) {
+                rings_.remove_srq(srq);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_CREATE_AH: {
             const auto req = read_as<uroce_ctrl_create_ah>(msg);
             const device::Created a = q.create_ah(owner, req.pd, ah_from_wire(req.attr));
@@ -170,8 +233,16 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
         }
         case UROCE_CTRL_DESTROY_AH:
             return status_only(out, h, q.destroy_ah(owner, read_as<uroce_ctrl_handle>(msg).handle));
+        case UROCE_CTRL_DOORBELL: {
+            reply_fd = ::fcntl(doorbell_fd_, F_DUPFD_CLOEXEC, 0);  // closed after sending
+            if (reply_fd < 0) {
+                log_warn("client {}: cannot pass the doorbell: {}", owner, std::strerror(errno));
+                return status_only(out, h, ENOMEM);
+            }
+            return write_reply(out, h, 0, uroce_ctrl_handle{});
+        }
         default:
-            return handle_qp(c, h, msg, out);
+            return handle_qp(c, h, msg, out, reply_fd);
     }
 }
 

@@ -6,11 +6,13 @@ import socket
 import struct
 
 MAGIC = 0x434F5255
-VERSION = 1
+VERSION = 2
 HDR = struct.Struct("<IHHIIiI")  # magic, version, op, length, seq, status, reserved
 
 HELLO, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR, REREG_MR, DEREG_MR = range(1, 9)
 ALLOC_MW, DEALLOC_MW, BIND_MW, CREATE_RELAXED_POOL, FLUSH_RELAXED, STATUS = range(9, 15)
+CREATE_CQ, DESTROY_CQ, CREATE_QP, MODIFY_QP, QUERY_QP, DESTROY_QP = range(15, 21)
+CREATE_SRQ, MODIFY_SRQ, QUERY_SRQ, DESTROY_SRQ, CREATE_AH, DESTROY_AH, DOORBELL = range(21, 28)
 
 REG_HAS_IOVA = 1
 
@@ -57,12 +59,49 @@ class Client:
 
     def reg_mr(self, pd, addr, length, access, iova=None):
         flags = REG_HAS_IOVA if iova is not None else 0
-        body = struct.pack("<IIQQQIIII", pd, access, addr, length, iova or 0, flags, 0, 0, 0)
+        # ..., flags, rereg_flags, lkey, reserved, shared_addr, shared_length, shared_offset
+        body = struct.pack("<IIQQQIIIIQQQ", pd, access, addr, length, iova or 0, flags, 0, 0, 0, 0, 0, 0)
         status, reply, _ = self.call(REG_MR, body)
         return status, struct.unpack_from("<II", reply) if status == 0 else None
 
     def dereg_mr(self, lkey):
         return self.call(DEREG_MR, struct.pack("<II", lkey, 0))[0]
+
+    def create_cq(self, cqe, cookie=0, channel_fd=None, has_channel=None):
+        """CREATE_CQ; returns (status, handle, granted cqe, ring_bytes, fds)."""
+        if has_channel is None:
+            has_channel = 1 if channel_fd is not None else 0
+        body = struct.pack("<IIQII", cqe, 0, cookie, has_channel, 0)
+        status, reply, fds = self.call(CREATE_CQ, body, [channel_fd] if channel_fd is not None else None)
+        handle, granted, ring_bytes = struct.unpack_from("<IIQ", reply) if status == 0 else (None, None, None)
+        return status, handle, granted, ring_bytes, fds
+
+    def create_qp(self, pd, send_cq, recv_cq, srq=0, qp_type=2, cap=(4, 4, 1, 1, 0), cookie=0):
+        """CREATE_QP (RC by default); returns (status, reply fields, fds) with
+        the reply as a dict: qpn, cap (5 values), ring_bytes, sq_offset,
+        rq_offset."""
+        body = struct.pack("<IIII BB6x 6I Q", pd, send_cq, recv_cq, srq, qp_type, 0, *cap, 0, cookie)
+        status, reply, fds = self.call(CREATE_QP, body)
+        if status != 0:
+            return status, None, fds
+        qpn, _r, *rest = struct.unpack_from("<II 6I QII", reply)
+        fields = {"qpn": qpn, "cap": tuple(rest[:5]), "ring_bytes": rest[6], "sq_offset": rest[7],
+                  "rq_offset": rest[8]}
+        return status, fields, fds
+
+    def create_srq(self, pd, max_wr, max_sge, cookie=0):
+        """CREATE_SRQ; returns (status, handle, max_wr, max_sge, ring_bytes, fds)."""
+        body = struct.pack("<6IQQ", pd, 0, max_wr, max_sge, 0, 0, cookie, 0)
+        status, reply, fds = self.call(CREATE_SRQ, body)
+        if status != 0:
+            return status, None, None, None, None, fds
+        _pd, handle, granted_wr, granted_sge, _limit, _mask, _cookie, ring_bytes = struct.unpack_from("<6IQQ", reply)
+        return status, handle, granted_wr, granted_sge, ring_bytes, fds
+
+    def doorbell(self):
+        """DOORBELL; returns (status, fds)."""
+        status, _reply, fds = self.call(DOORBELL)
+        return status, fds
 
     def status(self):
         status, body, _ = self.call(STATUS)

@@ -6,13 +6,17 @@ usage: test_provider_daemon.py UROCED UROCE DIR_OF_C_TESTS [--preload LIBS]
 Starts `uroced --port loopback --ip 192.0.2.1 --state-dir TMP` (as root it
 makes /dev/infiniband/uverbs_uroce0 itself) and runs every program with
 `uroce exec --state-dir TMP --`: ibv_devices, ibv_devinfo -v, the C programs
-mr_rules, qp_states, daemon_gone (built by meson beside this file),
-ibv_rc_pingpong and ib_write_bw up to their first data-path step. Exit 77
-(skipped) when the device node cannot be made (not root).
+mr_rules, qp_states, post_rules, daemon_gone, relaxed_mr, comp_channel
+(built by meson beside this file), ibv_rc_pingpong and ib_write_bw up to
+their first data-path step. Also, as a raw client of the control socket
+(class SharedRings): the rings CREATE_CQ / CREATE_QP / CREATE_SRQ pass, the
+completion channel's fd, DOORBELL. Exit 77 (skipped) when the device node cannot be made (not root).
 """
 
+import mmap
 import os
 import re
+import select
 import shutil
 import signal
 import struct
@@ -23,12 +27,12 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
-from uroce_control import Client  # noqa: E402
+from uroce_control import MODIFY_SRQ, Client  # noqa: E402
 
 UROCED = UROCE = BIN = None
 SKIP = 77
 NODE = "/dev/infiniband/uverbs_uroce0"
-CREATE_CQ, DESTROY_CQ, CREATE_QP = 15, 16, 17
+DESTROY_CQ = 16
 EINVAL = 22
 
 
@@ -170,18 +174,18 @@ class WithDaemon(unittest.TestCase):
         c = Client(self.d.socket)
         c.hello()
         _, pd = c.alloc_pd()
-        status, body, fds = c.call(CREATE_CQ, struct.pack("<II", 16, 0))
+        status, cq, _cqe, _bytes, fds = c.create_cq(16)
         self.assertEqual(status, 0)
         self.assertEqual(len(fds), 1)  # the CQ ring
         os.close(fds[0])
-        cq = struct.unpack_from("<I", body)[0]
-        create_qp = struct.pack("<IIII BB6x 6I", pd, cq, cq, 0, 2, 0, 4, 4, 1, 1, 0, 0)
-        status, body, _ = c.call(CREATE_QP, create_qp)
+        status, qp, fds = c.create_qp(pd, cq, cq)
         self.assertEqual(status, 0)
+        self.assertEqual(len(fds), 1)  # the QP's rings
+        os.close(fds[0])
         # Another client cannot name them.
         other = Client(self.d.socket)
         self.assertEqual(other.call(DESTROY_CQ, struct.pack("<II", cq, 0))[0], EINVAL)
-        self.assertEqual(other.call(CREATE_QP, create_qp)[0], EINVAL)
+        self.assertEqual(other.create_qp(pd, cq, cq)[0], EINVAL)
         other.close()
         self.assertEqual(self.d.counts(), {"cqs": 1, "qps": 1, "srqs": 0, "ahs": 0})
         before = self.d.status()["objects_reclaimed"]
@@ -191,6 +195,12 @@ class WithDaemon(unittest.TestCase):
             time.sleep(0.01)
         self.assertEqual(self.d.counts(), {"cqs": 0, "qps": 0, "srqs": 0, "ahs": 0})
         self.assertGreaterEqual(self.d.status()["objects_reclaimed"] - before, 3)  # QP, CQ, PD
+
+    def test_post_rules(self):
+        r = self.d.run(os.path.join(BIN, "post_rules"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("0 failure(s)", r.stdout)
+        self.assertEqual(self.d.counts(), {"cqs": 0, "qps": 0, "srqs": 0, "ahs": 0})
 
     def test_daemon_gone(self):
         p = subprocess.Popen(self.d.exec_argv(os.path.join(BIN, "daemon_gone")), stdout=subprocess.PIPE, text=True)
@@ -258,6 +268,159 @@ class WithDaemon(unittest.TestCase):
         for failure in ("Failed to modify QP", "Couldn't create", "Unable to create QP", "Failed to create",
                         "Couldn't allocate", "Couldn't get"):
             self.assertNotIn(failure, client)
+
+
+RING_VERSION = 2
+WQ_RING = struct.Struct("<9I")  # version, entries, stride, max_sge, max_inline, producer, consumer, armed, error
+CQ_RING = struct.Struct("<6I")  # version, entries, producer, consumer, notify_request, overrun
+SRQ_MAX_WR = 1
+
+
+def read_ring(fd, size, offset, layout):
+    with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ) as m:
+        return layout.unpack_from(m, offset)
+
+
+def writer_gone(read_fd):
+    """Whether every write end of the pipe was closed (EOF at once)."""
+    if not select.select([read_fd], [], [], 0)[0]:
+        return False
+    return os.read(read_fd, 8) == b""
+
+
+class SharedRings(unittest.TestCase):
+    """The rings uroced makes for CQs, QPs and SRQs (abi/rings.h), seen from
+    a raw client of the control socket."""
+
+    def setUp(self):
+        self.d = Daemon()
+        self.c = Client(self.d.socket)
+        self.assertEqual(self.c.hello()[0], 0)
+        self.pd = self.c.alloc_pd()[1]
+        self.fds = []
+
+    def tearDown(self):
+        for fd in self.fds:
+            os.close(fd)
+        self.c.close()
+        self.d.stop()
+
+    def keep(self, fds):
+        self.fds.extend(fds)
+        return fds
+
+    def test_cq_ring(self):
+        status, cq, cqe, ring_bytes, fds = self.c.create_cq(100, cookie=0x1234)
+        self.assertEqual(status, 0)
+        self.assertEqual(cqe, 128)  # the next power of two
+        self.assertEqual(ring_bytes, 64 + 128 * 64)
+        self.assertEqual(len(self.keep(fds)), 1)
+        self.assertEqual(os.fstat(fds[0]).st_size, ring_bytes)
+        self.assertTrue(os.readlink(f"/proc/self/fd/{fds[0]}").startswith("/memfd:uroce-cq"))
+        self.assertEqual(read_ring(fds[0], ring_bytes, 0, CQ_RING), (RING_VERSION, 128, 0, 0, 0, 0))
+        self.assertEqual(self.c.create_cq(0)[0], EINVAL)
+        self.assertEqual(self.c.call(DESTROY_CQ, struct.pack("<II", cq, 0))[0], 0)
+
+    def test_cq_channel_fd(self):
+        r, w = os.pipe()
+        self.keep([r])
+        status, cq, _cqe, _bytes, fds = self.c.create_cq(4, cookie=0xC0FFEE, channel_fd=w)
+        self.keep(fds)
+        self.assertEqual(status, 0)
+        os.close(w)
+        self.assertFalse(writer_gone(r), "the daemon keeps the channel's notify end")
+        self.assertEqual(self.c.call(DESTROY_CQ, struct.pack("<II", cq, 0))[0], 0)
+        self.assertTrue(writer_gone(r), "and closes it with the CQ")
+
+    def test_cq_channel_fd_goes_with_the_client(self):
+        r, w = os.pipe()
+        self.keep([r])
+        status, _cq, _cqe, _bytes, fds = self.c.create_cq(4, channel_fd=w)
+        self.keep(fds)
+        self.assertEqual(status, 0)
+        os.close(w)
+        self.c.close()
+        deadline = time.monotonic() + 20
+        while not writer_gone(r) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertTrue(writer_gone(r))
+        self.c = Client(self.d.socket)
+
+    def test_cq_channel_fd_must_be_a_writable_pipe(self):
+        self.assertEqual(self.c.create_cq(4, has_channel=1)[0], EINVAL)  # no fd
+        self.assertEqual(self.c.create_cq(4, has_channel=2)[0], EINVAL)
+        r, w = os.pipe()
+        self.keep([r, w])
+        self.assertEqual(self.c.create_cq(4, channel_fd=r)[0], EINVAL)  # the read end
+        null = os.open("/dev/null", os.O_WRONLY)
+        self.keep([null])
+        self.assertEqual(self.c.create_cq(4, channel_fd=null)[0], EINVAL)  # not a pipe
+        self.assertEqual(self.d.counts()["cqs"], 0)
+        # An fd without has_channel is not kept.
+        r2, w2 = os.pipe()
+        self.keep([r2])
+        status, _cq, _cqe, _bytes, fds = self.c.create_cq(4, channel_fd=w2, has_channel=0)
+        self.keep(fds)
+        self.assertEqual(status, 0)
+        os.close(w2)
+        self.assertTrue(writer_gone(r2))
+
+    def test_qp_rings(self):
+        _s, cq, _e, _b, fds = self.c.create_cq(16)
+        self.keep(fds)
+        status, qp, fds = self.c.create_qp(self.pd, cq, cq, cap=(5, 3, 2, 1, 40))
+        self.assertEqual(status, 0)
+        self.assertEqual(len(self.keep(fds)), 1)
+        # Granted: ring entries (powers of two), SGEs and inline as asked.
+        self.assertEqual(qp["cap"], (8, 4, 2, 1, 40))
+        # SQ slot: 64 + max(2 * 16, 48) = 112 -> 128; RQ slot: 16 + 16.
+        sq_bytes = 64 + 8 * 128
+        self.assertEqual(qp["sq_offset"], 0)
+        self.assertEqual(qp["rq_offset"], sq_bytes)  # already on a cache line
+        self.assertEqual(qp["ring_bytes"], sq_bytes + 64 + 4 * 32)
+        self.assertEqual(os.fstat(fds[0]).st_size, qp["ring_bytes"])
+        self.assertEqual(read_ring(fds[0], qp["ring_bytes"], 0, WQ_RING), (RING_VERSION, 8, 128, 2, 40, 0, 0, 0, 0))
+        self.assertEqual(read_ring(fds[0], qp["ring_bytes"], qp["rq_offset"], WQ_RING),
+                         (RING_VERSION, 4, 32, 1, 0, 0, 0, 0, 0))
+        # Beyond the device's limits: refused, no ring.
+        self.assertEqual(self.c.create_qp(self.pd, cq, cq, cap=(1 << 20, 1, 1, 1, 0))[0], EINVAL)
+        self.assertEqual(self.c.create_qp(self.pd, cq, cq, cap=(1, 1, 1, 1, 4096))[0], EINVAL)
+
+    def test_qp_with_an_srq_has_no_rq_ring(self):
+        _s, cq, _e, _b, fds = self.c.create_cq(16)
+        self.keep(fds)
+        status, srq, max_wr, max_sge, ring_bytes, fds = self.c.create_srq(self.pd, 100, 2, cookie=0x5)
+        self.assertEqual(status, 0)
+        self.keep(fds)
+        self.assertEqual((max_wr, max_sge), (128, 2))
+        self.assertEqual(ring_bytes, 64 + 128 * 48)
+        self.assertEqual(read_ring(fds[0], ring_bytes, 0, WQ_RING), (RING_VERSION, 128, 48, 2, 0, 0, 0, 0, 0))
+        status, qp, fds = self.c.create_qp(self.pd, cq, cq, srq=srq, cap=(4, 4, 1, 1, 0))
+        self.keep(fds)
+        self.assertEqual(status, 0)
+        self.assertEqual(qp["rq_offset"], 0)
+        self.assertEqual(qp["cap"][1], 0)  # max_recv_wr: the SRQ's
+        self.assertEqual(qp["ring_bytes"], 64 + 4 * 128)
+        # The SRQ ring was sized at creation: max_wr grows only within it.
+        def modify(max_wr):
+            return self.c.call(MODIFY_SRQ, struct.pack("<6IQQ", 0, srq, max_wr, 0, 0, SRQ_MAX_WR, 0, 0))[0]
+
+        self.assertEqual(modify(256), EINVAL)
+        self.assertEqual(modify(128), 0)
+
+    def test_doorbell_is_one_eventfd_for_every_client(self):
+        status, fds = self.c.doorbell()
+        self.assertEqual(status, 0)
+        self.assertEqual(len(self.keep(fds)), 1)
+        self.assertEqual(os.readlink(f"/proc/self/fd/{fds[0]}"), "anon_inode:[eventfd]")
+        other = Client(self.d.socket)
+        other.hello()
+        status, other_fds = other.doorbell()
+        other.close()
+        self.keep(other_fds)
+        self.assertEqual(status, 0)
+        os.write(fds[0], struct.pack("<Q", 3))
+        self.assertEqual(struct.unpack("<Q", os.read(other_fds[0], 8))[0], 3)
 
 
 def main():
