@@ -1,5 +1,7 @@
 #include "dpdk_port.h"
 
+#include <sched.h>
+
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -168,18 +170,41 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
         // the anonymous memory EAL uses instead.
         args.insert(args.end(), {"--no-huge", "-m", "256", "--no-shconf"});
     }
+    // af_packet's ring slots (framesz, 2048 bytes unless given) bound the
+    // frames it carries: for an interface with jumbo frames, and no framesz
+    // of the user's, size the slots (and blocks, a multiple of the page
+    // size) for the interface's MTU so the port runs at it.
+    std::string vdev = spec;
+    if (af_packet && !devarg(spec, "framesz") && !devarg(spec, "blocksz")) {
+        const std::uint32_t want_mtu = options.mtu != 0 ? options.mtu : interface_mtu(spec);
+        const std::uint32_t slot = want_mtu + kAfPacketSlotOverhead + kL2Overhead;
+        if (slot > kAfPacketDefaultFrameSize) {
+            const std::uint32_t rounded = (slot + 4095) / 4096 * 4096;
+            vdev += ",framesz=" + std::to_string(rounded) + ",blocksz=" + std::to_string(rounded);
+        }
+    }
     if (is_pci_address(spec)) {
         args.push_back("--allow=" + spec);
     } else {
         args.push_back("--no-pci");
-        args.push_back("--vdev=" + spec);
+        args.push_back("--vdev=" + vdev);
     }
     std::vector<char*> argv;
     for (auto& a : args) {
         argv.push_back(a.data());
     }
+    // The EAL pins the calling thread to its main lcore (CPU 0 unless told
+    // otherwise). uroced is one polling thread that must share a small
+    // machine with its clients and often a second daemon: give it back the
+    // CPUs it was allowed before, and let the scheduler place it.
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    const bool have_affinity = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
     if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
         throw dpdk_error("cannot start the DPDK EAL for --port " + spec, rte_errno);
+    }
+    if (have_affinity) {
+        sched_setaffinity(0, sizeof allowed, &allowed);
     }
     eal_started_ = true;
     if (rte_eth_dev_count_avail() != 1) {
@@ -201,7 +226,7 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
     if (kernel_mtu != 0) {
         mtu = std::min(mtu, kernel_mtu);
     }
-    const std::uint32_t af_packet_slot = af_packet ? af_packet_frame_size(spec) : 0;
+    const std::uint32_t af_packet_slot = af_packet ? af_packet_frame_size(vdev) : 0;
     if (af_packet) {
         mtu = std::min(mtu, af_packet_slot - kAfPacketSlotOverhead - kL2Overhead);
     }

@@ -10,6 +10,7 @@
 // (comp_channel_preload.c), which exports uroce_comp_channel_notify_fd; it is
 // looked up at run time because the plugin also runs without it.
 #include <dlfcn.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -125,7 +126,16 @@ int destroy_cq(ibv_cq* ibcq) {
 }
 
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
-    return to_cq(ibcq)->completions.poll(num_entries, wc);
+    const int n = to_cq(ibcq)->completions.poll(num_entries, wc);
+    if (n == 0) {
+        // The "hardware" is a process too. An application spinning on an
+        // empty CQ must not keep uroced from the CPU that would produce the
+        // completion: on a machine with fewer cores than busy pollers (CI
+        // runners have two) that costs milliseconds per completion. Yielding
+        // is a few hundred nanoseconds when nobody else wants the CPU.
+        sched_yield();
+    }
+    return n;
 }
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {

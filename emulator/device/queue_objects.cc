@@ -221,11 +221,18 @@ int QueueObjects::modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_
         return check.error;
     }
     qp::apply_modify(q.attr, mask, attr, check.next);
-    // No send work reaches the daemon yet (the data path is the next step),
-    // so a QP entering SQD has nothing to drain: it is drained at once, and
-    // may be modified in SQD or resumed to RTS.
+    // The engine stops taking new send WQEs in SQD; what it has in flight
+    // completes, and the QP counts as drained (no SQ_DRAINED event yet).
     q.attr.sq_draining = false;
     return 0;
+}
+
+void QueueObjects::set_state_from_engine(std::uint32_t qpn, qp::QpState state) {
+    std::lock_guard lock(mutex_);
+    if (auto it = qps_.find(qpn); it != qps_.end()) {
+        it->second.attr.state = state;
+        it->second.attr.cur_state = state;
+    }
 }
 
 std::optional<qp::QpAttr> QueueObjects::query_qp(std::uint32_t owner, std::uint32_t qpn) const {

@@ -96,6 +96,10 @@ public:
     int modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_t mask, const qp::QpAttr& attr,
                   const char*& reason);
     [[nodiscard]] std::optional<qp::QpAttr> query_qp(std::uint32_t owner, std::uint32_t qpn) const;
+    // The data path moved a QP to a state on its own (ERR after a fatal
+    // completion error, IBA 10.3.1): keep the record the state machine checks
+    // against in step.
+    void set_state_from_engine(std::uint32_t qpn, qp::QpState state);
     int destroy_qp(std::uint32_t owner, std::uint32_t qpn);
 
     // Destroys every object of `owner` (QPs first); returns how many.

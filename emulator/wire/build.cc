@@ -75,6 +75,10 @@ void write_extensions(const PacketFields& f, const OpcodeInfo& info, std::span<s
 
 std::size_t frame_length(const PacketFields& f) { return l2_length(f) + ip_header_length(f) + udp_length(f); }
 
+std::size_t payload_offset(const PacketFields& f) {
+    return l2_length(f) + ip_header_length(f) + sizeof(UdpHdr) + opcode_info(f.bth.opcode).header_length;
+}
+
 BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out) {
     const OpcodeInfo& info = opcode_info(f.bth.opcode);
     if (!info.valid || !info.supported) {
@@ -163,7 +167,9 @@ BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out) {
 
     // Payload, zero pad, ICRC.
     if (!f.payload.empty()) {
-        std::memcpy(out.data() + off, f.payload.data(), f.payload.size());
+        if (f.payload.data() != out.data() + off) {  // else already in place (payload_offset)
+            std::memmove(out.data() + off, f.payload.data(), f.payload.size());
+        }
         off += f.payload.size();
     }
     std::memset(out.data() + off, 0, pad);

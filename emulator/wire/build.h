@@ -112,6 +112,11 @@ struct BuildResult {
 // Bytes the frame for `f` occupies.
 [[nodiscard]] std::size_t frame_length(const PacketFields& f);
 
+// Where the payload starts in the frame for `f`. A caller may put the payload
+// there first (DMA straight into the frame) and pass that same memory as
+// f.payload: build_frame then leaves it in place instead of copying.
+[[nodiscard]] std::size_t payload_offset(const PacketFields& f);
+
 [[nodiscard]] BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out);
 
 }  // namespace uroce::wire

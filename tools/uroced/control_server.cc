@@ -149,6 +149,9 @@ void ControlServer::accept_client() {
         Connection c;
         c.client = device_.open_client(cred.pid);
         c.async_write_fd = pipe_fds[1];
+        if (datapath_ != nullptr) {
+            datapath_->on_client(c.client, cred.pid);
+        }
         // The read end goes to the client with the HELLO reply.
         connections_[fd] = c;
         pending_async_read_[fd] = pipe_fds[0];
@@ -158,6 +161,24 @@ void ControlServer::accept_client() {
         ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
         log_info("client {} connected (pid {})", c.client, cred.pid);
     }
+}
+
+void ControlServer::attach(Datapath& datapath) {
+    datapath_ = &datapath;
+    datapath.set_async_sink([this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent event) {
+        for (auto& [fd, c] : connections_) {
+            if (c.client == client && c.async_write_fd >= 0) {
+                // What ibv_get_async_event reads: {element (the object's
+                // user pointer), event_type, reserved}.
+                std::uint32_t record[4];
+                std::memcpy(record, &cookie, sizeof cookie);
+                record[2] = static_cast<std::uint32_t>(event);
+                record[3] = 0;
+                [[maybe_unused]] const ssize_t w = ::write(c.async_write_fd, record, sizeof record);
+                return;
+            }
+        }
+    });
 }
 
 void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved) {
@@ -182,6 +203,9 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
         pending_async_read_.erase(p);
     }
     connections_.erase(it);
+    if (datapath_ != nullptr) {
+        datapath_->on_client_gone(client);  // before its rings and memory go
+    }
     const std::size_t n = device_.close_client(client);
     rings_.remove_owner(client);
     for (auto pit = pools_.begin(); pit != pools_.end();) {
@@ -390,10 +414,40 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             } else {
                 r.address_space = device_.address_space(owner);
             }
+            // A shared mapping of the range (UROCE_REG_SHARED): the engine
+            // reaches these bytes with memcpy instead of process_vm_*. If it
+            // cannot be mapped the MR still works, through the copying path.
+            const bool shared = (req.flags & UROCE_REG_SHARED) != 0 && (req.flags & UROCE_REG_DMABUF) == 0;
+            if (shared && received_fd < 0) {
+                return status_only(out, h, EINVAL);
+            }
+            auto map_shared = [&]() {
+                if (!shared || datapath_ == nullptr) {
+                    return;
+                }
+                if (req.shared_addr > req.addr || req.shared_addr + req.shared_length < req.addr + req.length ||
+                    req.shared_length == 0) {
+                    log_warn("client {}: shared range does not cover the MR; copying instead", owner);
+                    return;
+                }
+                if (const int err = datapath_->on_shared_memory(owner, req.shared_addr, req.shared_length,
+                                                                received_fd, req.shared_offset);
+                    err != 0) {
+                    log_warn("client {}: cannot map its shared memory ({}); copying instead", owner,
+                             std::strerror(err));
+                }
+            };
             if (h.op == UROCE_CTRL_REREG_MR) {
-                return status_only(out, h, mrs.rereg_mr(req.lkey, req.rereg_flags, r));
+                const int err = mrs.rereg_mr(req.lkey, req.rereg_flags, r);
+                if (err == 0) {
+                    map_shared();
+                }
+                return status_only(out, h, err);
             }
             const mr::Registered reg = mrs.reg_mr(r);
+            if (reg.error == 0) {
+                map_shared();
+            }
             uroce_ctrl_mr_reply rep{};
             rep.lkey = reg.lkey;
             rep.rkey = reg.rkey;

@@ -15,6 +15,7 @@
 #include "abi/control.h"
 #include "device/device.h"
 #include "device/ring_registry.h"
+#include "datapath.h"
 #include "mr/relaxed_pool.h"
 
 namespace uroce::daemon {
@@ -55,6 +56,11 @@ public:
     // The doorbell eventfd (abi/rings.h) every client gets a copy of
     // (DOORBELL): readable when a provider rang after the engine armed.
     [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
+    // Readable when poll_once() has something to do (for the daemon's idle wait).
+    [[nodiscard]] int epoll_fd() const { return epoll_fd_; }
+
+    // The data path to tell about clients and objects (once, before serving).
+    void attach(Datapath& datapath);
 
 private:
     struct Connection {
@@ -102,6 +108,7 @@ private:
     std::unordered_map<std::uint32_t, PoolMapping> pools_;  // by pool handle (its base key index)
 
     device::RingRegistry rings_;
+    Datapath* datapath_ = nullptr;
     int doorbell_fd_ = -1;
 };
 

@@ -171,6 +171,9 @@ std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, con
     r.ring_bytes = rings->memory.size();
     r.sq_offset = 0;
     r.rq_offset = rings->rq_offset;
+    if (datapath_ != nullptr) {
+        datapath_->on_qp(rings);
+    }
     rings_.add(std::move(rings));
     return write_reply(out, h, 0, r);
 }
@@ -185,13 +188,30 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
         case UROCE_CTRL_MODIFY_QP: {
             const auto req = read_as<uroce_ctrl_modify_qp>(msg);
             const char* reason = nullptr;
+            // The engine may have moved the QP to ERR by itself since.
+            if (datapath_ != nullptr) {
+                if (const auto s = datapath_->qp_state(req.qpn); s == qp::QpState::Err) {
+                    q.set_state_from_engine(req.qpn, *s);
+                }
+            }
             const int err = q.modify_qp(owner, req.qpn, req.attr_mask, attr_from_wire(req.attr), reason);
+            if (err == 0 && datapath_ != nullptr) {
+                if (const auto now = q.query_qp(owner, req.qpn)) {
+                    datapath_->on_modify_qp(req.qpn, *now, req.attr_mask);
+                }
+            }
             return status_only(out, h, err);
         }
         case UROCE_CTRL_QUERY_QP: {
-            const auto attr = q.query_qp(owner, read_as<uroce_ctrl_handle>(msg).handle);
+            const std::uint32_t qpn = read_as<uroce_ctrl_handle>(msg).handle;
+            auto attr = q.query_qp(owner, qpn);
             uroce_ctrl_query_qp_reply r{};
             if (attr) {
+                if (datapath_ != nullptr) {
+                    if (const auto s = datapath_->qp_state(qpn); s == qp::QpState::Err) {
+                        attr->state = attr->cur_state = *s;  // the engine's word on the state
+                    }
+                }
                 r.attr = attr_to_wire(*attr);
             }
             return write_reply(out, h, attr ? 0 : EINVAL, r);
@@ -200,6 +220,9 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
             const std::uint32_t qpn = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_qp(owner, qpn);
             if (err == 0) {
+                if (datapath_ != nullptr) {
+                    datapath_->on_destroy_qp(qpn);
+                }
                 rings_.remove_qp(qpn);
             }
             return status_only(out, h, err);

@@ -141,6 +141,9 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     r.handle = cq.handle;
     r.cqe = entries;
     r.ring_bytes = rings->memory.size();
+    if (datapath_ != nullptr) {
+        datapath_->on_cq(rings);
+    }
     rings_.add(std::move(rings));
     return write_reply(out, h, 0, r);
 }
@@ -173,6 +176,9 @@ std::size_t ControlServer::create_srq(Connection& c, const uroce_ctrl_hdr& h, co
     r.max_sge = a.max_sge;
     r.srq_limit = a.srq_limit;
     r.ring_bytes = rings->memory.size();
+    if (datapath_ != nullptr) {
+        datapath_->on_srq(rings, a.srq_limit);
+    }
     rings_.add(std::move(rings));
     return write_reply(out, h, 0, r);
 }
@@ -188,6 +194,9 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             const std::uint32_t cq = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_cq(owner, cq);
             if (err == 0) {
+                if (datapath_ != nullptr) {
+                    datapath_->on_destroy_cq(cq);
+                }
                 rings_.remove_cq(cq);
             }
             return status_only(out, h, err);
@@ -203,7 +212,11 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
                 req.max_wr > ring->ring.geometry.entries) {
                 return status_only(out, h, EINVAL);
             }
-            return status_only(out, h, q.modify_srq(owner, req.handle, req.attr_mask, a));
+            const int err = q.modify_srq(owner, req.handle, req.attr_mask, a);
+            if (err == 0 && (req.attr_mask & device::kSrqLimit) != 0 && datapath_ != nullptr) {
+                datapath_->on_srq_limit(req.handle, req.srq_limit);  // arms IBV_EVENT_SRQ_LIMIT_REACHED
+            }
+            return status_only(out, h, err);
         }
         case UROCE_CTRL_QUERY_SRQ: {
             const std::uint32_t srq = read_as<uroce_ctrl_handle>(msg).handle;
@@ -220,6 +233,9 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             const std::uint32_t srq = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_srq(owner, srq);
             if (err == 0) {
+                if (datapath_ != nullptr) {
+                    datapath_->on_destroy_srq(srq);
+                }
                 rings_.remove_srq(srq);
             }
             return status_only(out, h, err);
@@ -227,12 +243,21 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
         case UROCE_CTRL_CREATE_AH: {
             const auto req = read_as<uroce_ctrl_create_ah>(msg);
             const device::Created a = q.create_ah(owner, req.pd, ah_from_wire(req.attr));
+            if (a.error == 0 && datapath_ != nullptr) {
+                datapath_->on_ah(a.handle, ah_from_wire(req.attr));
+            }
             uroce_ctrl_handle r{};
             r.handle = a.handle;
             return write_reply(out, h, a.error, r);
         }
-        case UROCE_CTRL_DESTROY_AH:
-            return status_only(out, h, q.destroy_ah(owner, read_as<uroce_ctrl_handle>(msg).handle));
+        case UROCE_CTRL_DESTROY_AH: {
+            const std::uint32_t ah = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = q.destroy_ah(owner, ah);
+            if (err == 0 && datapath_ != nullptr) {
+                datapath_->on_destroy_ah(ah);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_DOORBELL: {
             reply_fd = ::fcntl(doorbell_fd_, F_DUPFD_CLOEXEC, 0);  // closed after sending
             if (reply_fd < 0) {

@@ -17,6 +17,10 @@
 #include <memory>
 
 #include "control_server.h"
+#include "datapath.h"
+#include "idle_wait.h"
+#include "net/loopback_port.h"
+#include "udp_sink.h"
 #ifdef UROCE_HAVE_DPDK
 #include "dpdk_port.h"
 #endif
@@ -37,6 +41,69 @@ uroce::wire::MacAddr loopback_mac(const std::string& name) {
     const std::size_t h = std::hash<std::string>{}(name);
     return {0x02, 0x75, static_cast<std::uint8_t>(h >> 24), static_cast<std::uint8_t>(h >> 16),
             static_cast<std::uint8_t>(h >> 8), static_cast<std::uint8_t>(h)};
+}
+
+// The daemon's one loop: the data path runs while there is work and for a
+// short spin window after it; then the rings' doorbells are armed, the rings
+// looked at once more, and the loop sleeps until a doorbell, a control
+// message, a frame (when the port can say so) or the next timer
+// (idle_wait.h). Control messages are served between data-path rounds.
+void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& datapath, uroce::net::Port& port) {
+    using namespace uroce;
+    using Clock = std::chrono::steady_clock;
+    daemon::IdleWait idle;
+    daemon::IdlePolicyConfig idle_config;
+    if (const char* spin = std::getenv("UROCE_SPIN_US")) {
+        idle_config.spin = std::chrono::microseconds(std::atoi(spin));
+    }
+    daemon::IdlePolicy policy(idle_config);
+    idle.watch(server.epoll_fd());
+    idle.watch(server.doorbell_fd());
+    const bool have_rx_fd = port.rx_wait_fd() >= 0 && idle.watch_rx(port.rx_wait_fd());
+    Clock::time_point next_control = Clock::now();
+    Clock::time_point next_pools = Clock::now();
+    while (!stop_requested.load(std::memory_order_relaxed)) {
+        Clock::time_point now = Clock::now();
+        bool worked = datapath.poll(now);
+        if (now >= next_control) {
+            // Control messages are rare; look at most every 100 us while busy.
+            server.poll_once(0);
+            next_control = now + std::chrono::microseconds(100);
+        }
+        if (now >= next_pools) {
+            server.poll_pools(now);  // relaxed-MR invalidation timers
+            next_pools = now + std::chrono::milliseconds(10);
+        }
+        auto deadline = datapath.next_deadline();
+        if (!deadline || *deadline > next_pools) {
+            deadline = next_pools;
+        }
+        const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, have_rx_fd);
+        if (!d.sleep) {
+            continue;
+        }
+        // rings.h doorbell protocol: arm, then look once more before sleeping.
+        datapath.arm_doorbells();
+        if (datapath.poll(Clock::now())) {
+            (void)policy.after_poll(true, Clock::now(), deadline, have_rx_fd);
+            continue;
+        }
+        if (idle.wait(d.timeout)) {
+            server.poll_once(0);
+            next_control = Clock::now() + std::chrono::microseconds(100);
+            // Drain the doorbell so the next sleep blocks again.
+            std::uint64_t rings = 0;
+            [[maybe_unused]] const ssize_t r = ::read(server.doorbell_fd(), &rings, sizeof rings);
+        }
+    }
+    const auto& e = datapath.engine().counters();
+    const auto& i = idle.counters();
+    daemon::log_info("engine: {} packets in, {} out, {} dropped, {} retransmitted, {} timeouts, {} RNR NAKs sent, "
+                     "{} received, {} sequence NAKs sent, {} received, {} duplicates, {} bad WQEs",
+                     e.rx_packets, e.tx_packets, e.rx_dropped, e.retransmits, e.timeouts, e.rnr_naks_sent,
+                     e.rnr_naks_received, e.seq_naks_sent, e.seq_naks_received, e.duplicates, e.bad_wqes);
+    daemon::log_info("idle: {} sleeps ({} woken by an fd), {:.3f} s asleep", i.sleeps, i.woken_by_fd,
+                     static_cast<double>(i.slept_ns) / 1e9);
 }
 
 }  // namespace
@@ -78,19 +145,29 @@ int main(int argc, char** argv) {
 #ifdef UROCE_HAVE_DPDK
         std::unique_ptr<port::DpdkPort> nic;
 #endif
+        std::unique_ptr<net::LoopbackPort> loop;
+        net::Port* port = nullptr;
         if (port_spec == "loopback") {
             cfg.port.mac = loopback_mac(name);
             cfg.port.netdev_mtu = mtu != 0 ? mtu : 1500;
+            net::LoopbackConfig lc;
+            lc.mac = cfg.port.mac;
+            lc.max_frame = cfg.port.netdev_mtu + 18;  // Ethernet header and one VLAN tag
+            loop = std::make_unique<net::LoopbackPort>(lc);
+            port = loop.get();
         } else {
 #ifdef UROCE_HAVE_DPDK
-            nic = std::make_unique<port::DpdkPort>(port_spec, name);
+            port::DpdkPortOptions options;
+            options.mtu = mtu;
+            nic = std::make_unique<port::DpdkPort>(port_spec, name, options);
             const auto& info = nic->info();
             cfg.port.mac = info.mac;
-            cfg.port.netdev_mtu = mtu != 0 ? mtu : info.mtu;
+            cfg.port.netdev_mtu = info.mtu;  // the effective MTU, after the port clamped --mtu
             cfg.port.link_up = info.link_up;
             if (info.speed_mbps != 0) {
                 cfg.port.speed_mbps = info.speed_mbps;
             }
+            port = nic.get();
             daemon::log_info("DPDK port {} ({}), MAC {}, MTU {}, link {}", port_spec, info.driver,
                              wire::to_string(info.mac), info.mtu, info.link_up ? "up" : "down");
 #else
@@ -103,6 +180,18 @@ int main(int argc, char** argv) {
         std::filesystem::create_directories(state_dir);
         const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
         daemon::ControlServer server(socket_path, dev);
+        daemon::Datapath datapath(dev, *port);
+        server.attach(datapath);
+        // On a kernel interface (af_packet) the host stack sees our RoCE
+        // traffic too: keep it from answering with ICMP port unreachable.
+        std::unique_ptr<daemon::UdpSink> sink;
+        if (port->has_wire()) {
+            std::string problem;
+            sink = daemon::UdpSink::open(problem);
+            if (!problem.empty()) {
+                daemon::log_warn("{}", problem);
+            }
+        }
 
         daemon::SysfsDevice sd;
         sd.name = name;
@@ -125,8 +214,7 @@ int main(int argc, char** argv) {
         daemon::log_info("{} ready: port {} (MTU {}, active IB MTU {}), {} GIDs, state in {}", name, port_spec,
                          cfg.port.netdev_mtu, device::mtu_bytes(dev.active_mtu()), dev.gids().size(), state_dir);
         daemon::log_info("clients: eval \"$(uroce env --state-dir {})\", or uroce exec -- PROGRAM", state_dir);
-        // 10 ms ticks drive the relaxed-MR invalidation timers.
-        server.run(stop_requested, 10, [&server] { server.poll_pools(std::chrono::steady_clock::now()); });
+        run_loop(server, datapath, *port);
 
         daemon::log_info("stopping: telling {} clients the device is gone", dev.client_count());
         server.shutdown_clients();

@@ -277,8 +277,13 @@ SRQ_MAX_WR = 1
 
 
 def read_ring(fd, size, offset, layout):
+    """The ring header's fields; a work ring's doorbell_armed (which the
+    daemon sets whenever it goes idle) reads as 0."""
     with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ) as m:
-        return layout.unpack_from(m, offset)
+        fields = layout.unpack_from(m, offset)
+    if layout is WQ_RING:
+        fields = fields[:7] + (0,) + fields[8:]
+    return fields
 
 
 def writer_gone(read_fd):

@@ -1,0 +1,54 @@
+// Completions: CQEs into a CQ's shared ring (abi/rings.h) and completion
+// events on its channel. An event goes out for the first CQE written after
+// ibv_req_notify_cq armed the CQ; with solicited_only, only for a solicited
+// receive or an error completion (ibv_req_notify_cq(3)).
+#include <unistd.h>
+
+#include "engine/engine.h"
+
+namespace uroce::engine {
+
+void Engine::complete(std::uint32_t cq_handle, const uroce_cqe& cqe, bool solicited) {
+    auto it = cqs_.find(cq_handle);
+    if (it == cqs_.end()) {
+        return;
+    }
+    CompletionQueue& cq = it->second;
+    if (!cq.ring.push(cqe)) {
+        // Overrun: the CQE is lost, never written over an unread one. The
+        // consumer learns through IBV_EVENT_CQ_ERR, once.
+        ++counters_.cq_overruns;
+        if (!cq.overrun_reported) {
+            cq.overrun_reported = true;
+            if (async_event_) {
+                async_event_(cq.owner, cq.cookie, AsyncEvent::CqErr);
+            }
+        }
+        return;
+    }
+    const std::uint32_t request = cq.ring.notify_request();
+    const std::uint32_t sequence = request >> 1;
+    if (sequence == cq.notify_seen || cq.channel_fd < 0) {
+        return;
+    }
+    const bool solicited_only = (request & 1u) != 0;
+    if (solicited_only && !solicited && cqe.status == 0) {
+        return;
+    }
+    cq.notify_seen = sequence;
+    // ibv_get_cq_event(3) reads the 8-byte CQ handle (our cookie) from the fd.
+    const std::uint64_t cookie = cq.cookie;
+    [[maybe_unused]] const ssize_t w = ::write(cq.channel_fd, &cookie, sizeof cookie);
+}
+
+void Engine::complete_send(QueuePair& qp, const SendWqe& w) {
+    uroce_cqe cqe{};
+    cqe.wr_id = w.wr_id;
+    cqe.status = static_cast<std::uint32_t>(w.status);
+    cqe.opcode = static_cast<std::uint32_t>(wc_opcode_of(w.opcode));
+    cqe.byte_len = static_cast<std::uint32_t>(w.length);
+    cqe.qp_num = qp.qpn;
+    complete(qp.send_cq, cqe, false);
+}
+
+}  // namespace uroce::engine

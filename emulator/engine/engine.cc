@@ -1,0 +1,330 @@
+#include "engine/engine.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "common/epoch.h"
+
+namespace uroce::engine {
+
+namespace {
+
+// Room for the largest frame: 4096-byte payload plus every header, and a
+// 9000-byte Ethernet MTU.
+constexpr std::size_t kMaxFrame = 9216 + 64;
+
+}  // namespace
+
+Engine::Engine(EngineConfig config, mr::MrTable& mrs, FrameSink& sink,
+               std::function<dma::ClientMemory*(std::uint32_t)> memory_of,
+               std::function<void(std::uint32_t, std::uint64_t, AsyncEvent)> async_event)
+    : config_(std::move(config)), mrs_(mrs), sink_(sink), memory_of_(std::move(memory_of)),
+      async_event_(std::move(async_event)), tx_buffer_(kMaxFrame), payload_buffer_(kMaxFrame) {}
+
+Engine::~Engine() {
+    for (auto& [handle, cq] : cqs_) {
+        if (cq.channel_fd >= 0) {
+            ::close(cq.channel_fd);
+        }
+    }
+}
+
+// ---- objects ----
+
+void Engine::add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie) {
+    if (channel_fd >= 0) {
+        // Never block the engine on a client that stopped reading events.
+        const int flags = ::fcntl(channel_fd, F_GETFL);
+        if (flags >= 0) {
+            ::fcntl(channel_fd, F_SETFL, flags | O_NONBLOCK);
+        }
+    }
+    remove_cq(handle);
+    cqs_[handle] = CompletionQueue{owner, ring, channel_fd, cookie, 0, false};
+}
+
+void Engine::remove_cq(std::uint32_t handle) {
+    if (auto it = cqs_.find(handle); it != cqs_.end()) {
+        if (it->second.channel_fd >= 0) {
+            ::close(it->second.channel_fd);
+        }
+        cqs_.erase(it);
+    }
+}
+
+void Engine::add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring,
+                     std::uint64_t cookie, std::uint32_t limit) {
+    srqs_[handle] = SharedReceiveQueue{owner, pd, ring, cookie, limit, 0, {}};
+}
+
+void Engine::set_srq_limit(std::uint32_t handle, std::uint32_t limit) {
+    if (auto it = srqs_.find(handle); it != srqs_.end()) {
+        it->second.limit = limit;
+    }
+}
+
+void Engine::remove_srq(std::uint32_t handle) { srqs_.erase(handle); }
+
+void Engine::add_ah(std::uint32_t handle, const qp::AhAttr& attr) { ahs_[handle] = attr; }
+
+void Engine::remove_ah(std::uint32_t handle) { ahs_.erase(handle); }
+
+void Engine::add_qp(const QpSetup& s) {
+    auto qp = std::make_unique<QueuePair>();
+    qp->qpn = s.qpn;
+    qp->owner = s.owner;
+    qp->pd = s.pd;
+    qp->type = s.type;
+    qp->send_cq = s.send_cq;
+    qp->recv_cq = s.recv_cq;
+    qp->srq = s.srq;
+    qp->sq_sig_all = s.sq_sig_all;
+    qp->cookie = s.cookie;
+    qp->sq = s.sq;
+    qp->rq = s.rq;
+    qp->wqes.resize(std::max<std::uint32_t>(s.sq.entries(), 1));
+    for (auto& w : qp->wqes) {
+        w.sge.reserve(s.sq.max_sge());
+    }
+    qp->recv.sge.reserve(s.rq.valid() ? s.rq.max_sge() : 32);
+    // RoCEv2 A17.5.2.1: the UDP source port is flow entropy from 0xC000 up;
+    // spread QPs over it so ECMP and RSS can tell flows apart.
+    qp->udp_src_port = static_cast<std::uint16_t>(0xC000 | ((s.qpn * 0x9E37u) & 0x3FFF));
+    qps_[s.qpn] = std::move(qp);
+}
+
+void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask) {
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) {
+        return;
+    }
+    QueuePair& qp = *it->second;
+    const qp::QpState old_state = qp.attr.state;
+    qp.attr = attr;
+    qp.mtu = qp::mtu_bytes(attr.path_mtu) != 0 ? qp::mtu_bytes(attr.path_mtu) : 1024;
+    if (qp.type == qp::QpType::Ud) {
+        qp.mtu = 4096;  // bounded by the port; checked per send against the frame size
+    }
+    if ((mask & qp::AttrMask::kRqPsn) != 0) {
+        qp.epsn = wire::Psn(attr.rq_psn);
+    }
+    if ((mask & qp::AttrMask::kSqPsn) != 0) {
+        qp.next_psn = wire::Psn(attr.sq_psn);
+        qp.unacked = qp.next_psn;
+    }
+    if ((mask & qp::AttrMask::kRetryCnt) != 0) {
+        qp.retry_left = attr.retry_cnt;
+    }
+    if ((mask & qp::AttrMask::kRnrRetry) != 0) {
+        qp.rnr_retry_left = attr.rnr_retry;
+    }
+    if ((mask & qp::AttrMask::kMaxDestRdAtomic) != 0 || qp.resources.empty()) {
+        qp.resources.assign(std::max<std::size_t>(attr.max_dest_rd_atomic, 1), ResponderResource{});
+        qp.next_resource = 0;
+    }
+    if ((mask & qp::AttrMask::kState) == 0) {
+        return;
+    }
+    if (attr.state == qp::QpState::Reset) {
+        // Back to RESET: forget everything in flight (ibv_modify_qp(3)). The
+        // rings restart empty; the provider resets its indices as well.
+        QpSetup s{qp.qpn, qp.owner, qp.pd, qp.type, qp.send_cq, qp.recv_cq, qp.srq, qp.sq_sig_all, qp.cookie,
+                  qp.sq, qp.rq};
+        const std::uint32_t sq_producer = qp.sq.valid() ? qp.sq.producer() : 0;
+        const std::uint32_t rq_producer = qp.rq.valid() ? qp.rq.producer() : 0;
+        add_qp(s);
+        QueuePair& fresh = *qps_[qpn];
+        fresh.attr = attr;
+        fresh.fetched = fresh.retired = fresh.sending = sq_producer;
+        if (fresh.sq.valid()) {
+            fresh.sq.publish_consumer(sq_producer);
+            fresh.sq.clear_error();
+        }
+        if (fresh.rq.valid()) {
+            fresh.rq.publish_consumer(rq_producer);
+            fresh.rq.clear_error();
+        }
+        fresh.rq_consumed = rq_producer;
+        return;
+    }
+    if (attr.state == qp::QpState::Err && old_state != qp::QpState::Err) {
+        move_to_error(qp, Clock::now());
+    }
+}
+
+std::optional<qp::QpState> Engine::qp_state(std::uint32_t qpn) const {
+    if (auto it = qps_.find(qpn); it != qps_.end()) {
+        return it->second->attr.state;
+    }
+    return std::nullopt;
+}
+
+void Engine::remove_qp(std::uint32_t qpn) { qps_.erase(qpn); }
+
+dma::ClientMemory* Engine::memory(std::uint32_t owner) const { return memory_of_ ? memory_of_(owner) : nullptr; }
+
+// ---- polling ----
+
+bool Engine::poll(Clock::time_point now) {
+    bool worked = false;
+    for (auto& [qpn, qp] : qps_) {
+        worked |= requester_poll(*qp, now);
+        responder_poll(*qp, now);
+    }
+    return worked;
+}
+
+void Engine::arm_doorbells() {
+    for (auto& [qpn, qp] : qps_) {
+        if (qp->sq.valid()) {
+            qp->sq.arm_doorbell();
+        }
+        if (qp->rq.valid()) {
+            qp->rq.arm_doorbell();
+        }
+    }
+    for (auto& [handle, srq] : srqs_) {
+        srq.ring.arm_doorbell();
+    }
+}
+
+std::optional<Clock::time_point> Engine::next_deadline() const {
+    std::optional<Clock::time_point> next;
+    auto consider = [&next](const std::optional<Clock::time_point>& t) {
+        if (t && (!next || *t < *next)) {
+            next = t;
+        }
+    };
+    for (const auto& [qpn, qp] : qps_) {
+        consider(qp->retransmit_at);
+        consider(qp->rnr_resume_at);
+    }
+    return next;
+}
+
+// ---- frames ----
+
+bool Engine::fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const {
+    if (path.sgid_index >= config_.gids.size()) {
+        return false;
+    }
+    const wire::Gid& sgid = config_.gids[path.sgid_index].gid;
+    std::copy(path.dgid.begin(), path.dgid.end(), f.ip.dst.begin());
+    f.ip.src = sgid;
+    f.ip.version = wire::is_ipv4_mapped(sgid) ? wire::IpVersion::V4 : wire::IpVersion::V6;
+    f.ip.traffic_class = path.traffic_class;
+    f.ip.ttl = path.hop_limit != 0 ? path.hop_limit : 64;
+    f.ip.flow_label = path.flow_label;
+    f.eth.src = config_.mac;
+    f.udp.src_port = qp.udp_src_port;
+    return true;
+}
+
+void Engine::send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
+                        Clock::time_point now) {
+    (void)qp;
+    f.payload = payload_in_place;
+    const wire::BuildResult r = wire::build_frame(f, tx_buffer_);
+    if (r.status != wire::BuildStatus::Ok) {
+        ++counters_.rx_dropped;
+        return;
+    }
+    ++counters_.tx_packets;
+    sink_.send_ip(std::span<std::uint8_t>(tx_buffer_.data(), r.length), f.ip.dst, now);
+}
+
+// ---- DMA between SGE lists and packets ----
+
+WcStatus Engine::scatter(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset,
+                         std::span<const std::uint8_t> data) {
+    dma::ClientMemory* mem = memory(qp.owner);
+    if (mem == nullptr) {
+        return WcStatus::LocProtErr;
+    }
+    EpochGuard guard(mrs_.epoch());
+    std::size_t done = 0;
+    for (const Sge& s : sges) {
+        if (done == data.size()) {
+            break;
+        }
+        if (offset >= s.length) {
+            offset -= s.length;
+            continue;
+        }
+        const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, data.size() - done);
+        const mr::Translation t =
+            mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, /*device_writes=*/true, qp.qpn);
+        if (!t.ok()) {
+            return mr::info(t.status).wc_status;
+        }
+        if (mem->write(t.host_addr, data.data() + done, n) != 0) {
+            ++counters_.dma_faults;
+            return WcStatus::LocProtErr;
+        }
+        done += n;
+        offset = 0;
+    }
+    return done == data.size() ? WcStatus::Success : WcStatus::LocLenErr;
+}
+
+WcStatus Engine::gather(const QueuePair& qp, const SendWqe& w, std::uint64_t offset, std::span<std::uint8_t> out) {
+    if (w.is_inline) {
+        if (offset + out.size() > w.inline_data.size()) {
+            return WcStatus::LocLenErr;
+        }
+        std::copy_n(w.inline_data.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
+        return WcStatus::Success;
+    }
+    dma::ClientMemory* mem = memory(qp.owner);
+    if (mem == nullptr) {
+        return WcStatus::LocProtErr;
+    }
+    EpochGuard guard(mrs_.epoch());
+    std::size_t done = 0;
+    for (const Sge& s : w.sge) {
+        if (done == out.size()) {
+            break;
+        }
+        if (offset >= s.length) {
+            offset -= s.length;
+            continue;
+        }
+        const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, out.size() - done);
+        const mr::Translation t =
+            mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, /*device_writes=*/false, qp.qpn);
+        if (!t.ok()) {
+            return mr::info(t.status).wc_status;
+        }
+        if (mem->read(t.host_addr, out.data() + done, n) != 0) {
+            ++counters_.dma_faults;
+            return WcStatus::LocProtErr;
+        }
+        done += n;
+        offset = 0;
+    }
+    return done == out.size() ? WcStatus::Success : WcStatus::LocLenErr;
+}
+
+// ---- errors ----
+
+void Engine::move_to_error(QueuePair& qp, Clock::time_point now) {
+    (void)now;
+    qp.attr.state = qp::QpState::Err;
+    qp.retransmit_at.reset();
+    qp.rnr_resume_at.reset();
+    qp.pending_reads.clear();
+    qp.ack_pending = false;
+    qp.nak_pending.reset();
+    if (qp.sq.valid()) {
+        qp.sq.mark_error();
+    }
+    if (qp.rq.valid()) {
+        qp.rq.mark_error();
+    }
+    flush_send_queue(qp);
+    flush_receive_queue(qp);
+}
+
+}  // namespace uroce::engine

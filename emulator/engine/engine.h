@@ -1,0 +1,207 @@
+// The RoCEv2 engine of one device: every QP's requester, responder and
+// completer, fed frames by the port and work by the shared rings. It knows
+// nothing of DPDK (frames go out through FrameSink) and nothing of the
+// control protocol (the daemon registers objects with add_* and mirrors
+// every accepted ibv_modify_qp with modify_qp). Single-threaded: the daemon
+// calls it from its one loop, so no state here needs a lock.
+//
+// One concern per file: engine.cc (objects, polling, timers, frame output),
+// requester.cc (send queue to packets), completer.cc (ACKs, NAKs, READ
+// responses, atomic ACKs), responder.cc (requests: checks, receives,
+// writes, READ/atomic execution and replay, ACK/NAK), completions.cc (CQEs
+// and completion events).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "device/gid_table.h"
+#include "dma/client_memory.h"
+#include "engine/queue_pair.h"
+#include "engine/rings.h"
+#include "mr/mr_table.h"
+#include "wire/build.h"
+#include "wire/packet.h"
+
+namespace uroce::engine {
+
+// Where built frames go: the port through neighbour resolution, or a test.
+class FrameSink {
+public:
+    virtual ~FrameSink() = default;
+    // `frame` has its Ethernet destination still to fill for `dst`.
+    virtual void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) = 0;
+};
+
+struct EngineCounters {
+    std::uint64_t rx_packets = 0;
+    std::uint64_t tx_packets = 0;
+    std::uint64_t rx_dropped = 0;     // silently dropped requests/responses (see docs/wire.md)
+    std::uint64_t retransmits = 0;    // packets sent again (timeout, NAK)
+    std::uint64_t timeouts = 0;
+    std::uint64_t rnr_naks_sent = 0;
+    std::uint64_t rnr_naks_received = 0;
+    std::uint64_t seq_naks_sent = 0;
+    std::uint64_t seq_naks_received = 0;
+    std::uint64_t duplicates = 0;
+    std::uint64_t bad_wqes = 0;
+    std::uint64_t cq_overruns = 0;
+    std::uint64_t dma_faults = 0;
+};
+
+struct QpSetup {
+    std::uint32_t qpn = 0;
+    std::uint32_t owner = 0;
+    std::uint32_t pd = 0;
+    qp::QpType type = qp::QpType::Rc;
+    std::uint32_t send_cq = 0;
+    std::uint32_t recv_cq = 0;
+    std::uint32_t srq = 0;
+    bool sq_sig_all = false;
+    std::uint64_t cookie = 0;
+    WorkRing sq;
+    WorkRing rq;
+};
+
+struct EngineConfig {
+    wire::MacAddr mac{};
+    std::vector<device::GidEntry> gids;
+    // Packets a QP may have unacknowledged before it waits for an ACK.
+    std::uint32_t send_window = 128;
+    // The requester asks for an ACK at least this often (and on every last packet).
+    std::uint32_t ack_request_every = 16;
+    // Packets one QP sends per poll before the next QP gets its turn.
+    std::uint32_t packets_per_poll = 32;
+};
+
+class Engine {
+public:
+    // `memory_of(owner)` finds a client's memory (nullptr: client gone).
+    // `async_event(owner, cookie, event)` delivers an affiliated async event.
+    Engine(EngineConfig config, mr::MrTable& mrs, FrameSink& sink,
+           std::function<dma::ClientMemory*(std::uint32_t owner)> memory_of,
+           std::function<void(std::uint32_t owner, std::uint64_t cookie, AsyncEvent event)> async_event);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // ---- objects (control path, same thread) ----
+    // `channel_fd` (owned by the engine from now on, -1 for none) receives
+    // `cookie` for each completion event.
+    void add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie);
+    void remove_cq(std::uint32_t handle);
+    void add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring, std::uint64_t cookie,
+                 std::uint32_t limit);
+    // IBV_SRQ_LIMIT: arms the limit event (0 disarms).
+    void set_srq_limit(std::uint32_t handle, std::uint32_t limit);
+    void remove_srq(std::uint32_t handle);
+    void add_ah(std::uint32_t handle, const qp::AhAttr& attr);
+    void remove_ah(std::uint32_t handle);
+    void add_qp(const QpSetup& setup);
+    // After QueueObjects accepted ibv_modify_qp: `attr` is the QP's whole
+    // new attribute set, `mask` what changed.
+    void modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask);
+    // Current attributes the engine moved on its own (state to ERR, SQE).
+    [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const;
+    void remove_qp(std::uint32_t qpn);
+
+    // ---- data path ----
+    // One round: new WQEs, packets to send, pending responses, timers.
+    // True when it did anything.
+    bool poll(Clock::time_point now);
+    // One received RoCEv2 frame (the caller parsed it; ICRC is checked here).
+    void receive(const wire::Packet& packet, Clock::time_point now);
+    // Before the daemon sleeps: ask every ring's producer to ring the doorbell.
+    void arm_doorbells();
+    // The earliest timer, if any.
+    [[nodiscard]] std::optional<Clock::time_point> next_deadline() const;
+
+    [[nodiscard]] const EngineCounters& counters() const { return counters_; }
+    [[nodiscard]] std::size_t qp_count() const { return qps_.size(); }
+    // The engine's state of one QP, for stats and tests (nullptr: no such QP).
+    [[nodiscard]] const QueuePair* find_qp(std::uint32_t qpn) const {
+        auto it = qps_.find(qpn);
+        return it == qps_.end() ? nullptr : it->second.get();
+    }
+
+private:
+    struct CompletionQueue {
+        std::uint32_t owner = 0;
+        CqRing ring;
+        int channel_fd = -1;
+        std::uint64_t cookie = 0;
+        std::uint32_t notify_seen = 0;  // last notify_request answered
+        bool overrun_reported = false;
+    };
+    struct SharedReceiveQueue {
+        std::uint32_t owner = 0;
+        std::uint32_t pd = 0;
+        WorkRing ring;
+        std::uint64_t cookie = 0;
+        std::uint32_t limit = 0;
+        std::uint32_t consumed = 0;
+        std::vector<std::uint8_t> scratch;
+    };
+
+    // engine.cc
+    void send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
+                    Clock::time_point now);
+    bool fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const;
+    void move_to_error(QueuePair& qp, Clock::time_point now);
+    dma::ClientMemory* memory(std::uint32_t owner) const;
+    // Scatter `data` into `sges` at `offset` (device writes). 0 or an error status.
+    WcStatus scatter(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset,
+                     std::span<const std::uint8_t> data);
+    // Gather `len` bytes at `offset` of a send WQE's data into `out`.
+    WcStatus gather(const QueuePair& qp, const SendWqe& w, std::uint64_t offset, std::span<std::uint8_t> out);
+
+    // requester.cc
+    bool requester_poll(QueuePair& qp, Clock::time_point now);
+    void fetch_new_wqes(QueuePair& qp, Clock::time_point now);
+    bool start_wqe(QueuePair& qp, SendWqe& w, Clock::time_point now);
+    bool send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now);
+    void retire_done(QueuePair& qp);
+    void rewind_to(QueuePair& qp, wire::Psn psn);
+    void requester_timers(QueuePair& qp, Clock::time_point now);
+    void flush_send_queue(QueuePair& qp);
+
+    // completer.cc
+    void on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    void acknowledge_through(QueuePair& qp, wire::Psn psn, Clock::time_point now);
+    void complete_wqe_error(QueuePair& qp, SendWqe& w, WcStatus status, Clock::time_point now);
+
+    // responder.cc
+    void on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    void on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    bool take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now);
+    void responder_poll(QueuePair& qp, Clock::time_point now);
+    void send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now);
+    void send_read_responses(QueuePair& qp, Clock::time_point now);
+    void finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Packet& p, Clock::time_point now);
+    void flush_receive_queue(QueuePair& qp);
+
+    // completions.cc
+    void complete(std::uint32_t cq, const uroce_cqe& cqe, bool solicited);
+    void complete_send(QueuePair& qp, const SendWqe& w);
+
+    EngineConfig config_;
+    mr::MrTable& mrs_;
+    FrameSink& sink_;
+    std::function<dma::ClientMemory*(std::uint32_t)> memory_of_;
+    std::function<void(std::uint32_t, std::uint64_t, AsyncEvent)> async_event_;
+    std::unordered_map<std::uint32_t, CompletionQueue> cqs_;
+    std::unordered_map<std::uint32_t, SharedReceiveQueue> srqs_;
+    std::unordered_map<std::uint32_t, qp::AhAttr> ahs_;
+    std::unordered_map<std::uint32_t, std::unique_ptr<QueuePair>> qps_;
+    std::vector<std::uint8_t> tx_buffer_;
+    std::vector<std::uint8_t> payload_buffer_;
+    EngineCounters counters_;
+};
+
+}  // namespace uroce::engine

@@ -1,0 +1,113 @@
+// The engine's state of one QP: the requester (send queue, PSNs, timers),
+// the responder (expected PSN, message in progress, saved READ/atomic
+// resources) and what both need of the QP's attributes. Only the engine's
+// thread touches it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "engine/rings.h"
+#include "engine/wqe.h"
+#include "qp/qp_attr.h"
+#include "wire/headers.h"
+#include "wire/psn.h"
+
+namespace uroce::engine {
+
+using Clock = std::chrono::steady_clock;
+
+// A READ or atomic the responder executed, kept so a duplicate request is
+// answered from here instead of being executed again (IBA 9.7.5.1.3).
+struct ResponderResource {
+    enum class Kind : std::uint8_t { Empty, Read, Atomic };
+    Kind kind = Kind::Empty;
+    wire::Psn psn{};
+    std::uint32_t packets = 1;  // READ: response packets
+    std::uint64_t va = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t length = 0;
+    std::uint64_t original = 0;  // atomic: the value before
+    wire::NakCode nak{};         // atomic that failed: its NAK
+    bool failed = false;
+};
+
+// READ response packets still to send: [next, end) of a resource.
+struct PendingRead {
+    std::size_t resource = 0;
+    std::uint32_t next = 0;  // packet index within the response
+};
+
+struct QueuePair {
+    // Identity and wiring (set at creation).
+    std::uint32_t qpn = 0;
+    std::uint32_t owner = 0;
+    std::uint32_t pd = 0;
+    qp::QpType type = qp::QpType::Rc;
+    std::uint32_t send_cq = 0;
+    std::uint32_t recv_cq = 0;
+    std::uint32_t srq = 0;
+    bool sq_sig_all = false;
+    std::uint64_t cookie = 0;
+    WorkRing sq;
+    WorkRing rq;  // invalid when the QP uses an SRQ
+
+    qp::QpAttr attr;
+    std::uint32_t mtu = 1024;  // path MTU in bytes
+
+    // ---- requester ----
+    std::vector<SendWqe> wqes;    // by index & (sq entries - 1)
+    std::uint32_t fetched = 0;    // WQEs copied out of the ring
+    std::uint32_t retired = 0;    // WQEs completed (ring consumer)
+    std::uint32_t sending = 0;    // WQE being transmitted (retired <= sending <= fetched)
+    std::uint32_t sent_packets = 0;  // packets of WQE `sending` already sent
+    wire::Psn next_psn{};         // PSN the next new WQE starts at
+    wire::Psn unacked{};          // oldest PSN not acknowledged
+    std::uint32_t rd_atomic_in_flight = 0;
+    std::uint32_t rq_consumed = 0;  // receive WQEs taken from the RQ ring
+    std::uint8_t retry_left = 7;
+    std::uint8_t rnr_retry_left = 7;
+    std::optional<Clock::time_point> retransmit_at;
+    std::optional<Clock::time_point> rnr_resume_at;
+    bool sq_error = false;        // the send queue stopped (flushing)
+    std::uint16_t udp_src_port = 0xC000;
+
+    // ---- responder ----
+    wire::Psn epsn{};             // expected PSN
+    std::uint32_t msn = 0;
+    bool sequence_nak_sent = false;
+    // Message in progress (SEND or WRITE spanning packets).
+    bool in_send = false;
+    bool recv_taken = false;
+    RecvWqe recv;
+    std::uint64_t recv_offset = 0;
+    bool recv_failed = false;     // a local error on this message: complete it in error
+    WcStatus recv_status = WcStatus::Success;
+    bool in_write = false;
+    std::uint64_t write_va = 0;
+    std::uint32_t write_rkey = 0;
+    std::uint64_t write_remaining = 0;
+    std::uint64_t write_total = 0;
+    std::vector<ResponderResource> resources;  // max_dest_rd_atomic entries, ring
+    std::size_t next_resource = 0;
+    std::vector<PendingRead> pending_reads;
+    bool ack_pending = false;     // coalesced ACK to send
+    std::optional<std::uint8_t> nak_pending;  // syndrome to send for epsn
+    // UC: drop packets until the next FIRST or ONLY.
+    bool uc_resync = false;
+    // Shared scratch for copying WQEs.
+    std::vector<std::uint8_t> scratch;
+
+    [[nodiscard]] bool can_send() const {
+        return attr.state == qp::QpState::Rts || attr.state == qp::QpState::Sqd;
+    }
+    [[nodiscard]] bool can_receive() const {
+        return attr.state == qp::QpState::Rtr || attr.state == qp::QpState::Rts ||
+               attr.state == qp::QpState::Sqd;
+    }
+    SendWqe& wqe(std::uint32_t index) { return wqes[index & (sq.entries() - 1)]; }
+};
+
+}  // namespace uroce::engine

@@ -1,0 +1,411 @@
+// The requester: turns send-queue WQEs into packets (IBA 9.7.4, C9-87 on
+// segmentation by path MTU), keeps the retransmit and RNR timers, goes back
+// to a PSN when told to (timeout, PSN-sequence NAK, RNR NAK) and retires
+// WQEs in order once the completer marks them done.
+#include <algorithm>
+
+#include "engine/engine.h"
+
+#include "common/epoch.h"
+#include "wire/opcode.h"
+
+namespace uroce::engine {
+
+namespace {
+
+std::optional<Clock::duration> ack_timeout(std::uint8_t code) {
+    if (code == 0) {
+        return std::nullopt;  // 0: wait forever (ibv_modify_qp(3))
+    }
+    // IBA 9.7.6.1.3: 4.096 us * 2^timeout.
+    const std::uint64_t ns = std::uint64_t{4096} << std::min<std::uint8_t>(code, 31);
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns));
+}
+
+std::uint8_t transport_base(qp::QpType t) {
+    switch (t) {
+        case qp::QpType::Rc:
+            return 0x00;
+        case qp::QpType::Uc:
+            return 0x20;
+        case qp::QpType::Ud:
+            return 0x60;
+    }
+    return 0x00;
+}
+
+// The low five opcode bits (IBA table 38) for packet `index` of `count`.
+std::uint8_t operation_code(const SendWqe& w, std::uint32_t index, std::uint32_t count) {
+    const bool first = index == 0;
+    const bool last = index + 1 == count;
+    switch (w.opcode) {
+        case WrOpcode::Send:
+        case WrOpcode::SendWithImm:
+        case WrOpcode::SendWithInv:
+            if (first && last) {
+                return w.opcode == WrOpcode::SendWithImm ? 0x05 : w.opcode == WrOpcode::SendWithInv ? 0x17 : 0x04;
+            }
+            if (last) {
+                return w.opcode == WrOpcode::SendWithImm ? 0x03 : w.opcode == WrOpcode::SendWithInv ? 0x16 : 0x02;
+            }
+            return first ? 0x00 : 0x01;
+        case WrOpcode::RdmaWrite:
+        case WrOpcode::RdmaWriteWithImm:
+            if (first && last) {
+                return w.opcode == WrOpcode::RdmaWriteWithImm ? 0x0B : 0x0A;
+            }
+            if (last) {
+                return w.opcode == WrOpcode::RdmaWriteWithImm ? 0x09 : 0x08;
+            }
+            return first ? 0x06 : 0x07;
+        case WrOpcode::RdmaRead:
+            return 0x0C;
+        case WrOpcode::AtomicCmpAndSwp:
+            return 0x13;
+        case WrOpcode::AtomicFetchAndAdd:
+            return 0x14;
+        case WrOpcode::LocalInv:
+        case WrOpcode::BindMw:
+            break;
+    }
+    return 0x1F;  // never sent
+}
+
+}  // namespace
+
+void Engine::fetch_new_wqes(QueuePair& qp, Clock::time_point now) {
+    const std::uint32_t produced = qp.sq.producer();
+    // A producer more than a ring ahead of what we retired is garbage: the
+    // provider never posts into slots we have not freed.
+    if (produced - qp.retired > qp.sq.entries()) {
+        ++counters_.bad_wqes;
+        qp.fetched = qp.retired;
+        move_to_error(qp, now);
+        return;
+    }
+    while (qp.fetched != produced) {
+        SendWqe& w = qp.wqe(qp.fetched);
+        const WqeProblem problem = fetch_send_wqe(qp.sq, qp.fetched, qp.type, qp.scratch, w);
+        ++qp.fetched;
+        if (!problem.empty()) {
+            ++counters_.bad_wqes;
+            // A malformed WQE completes in error and takes its QP (only) to
+            // the error state (IBA 10.8.3.1: local QP operation error).
+            w.status = WcStatus::LocQpOpErr;
+            w.started = true;
+            w.done = true;
+            if (qp.attr.state != qp::QpState::Err) {
+                // Everything before it still completes normally once acked;
+                // it and everything after are flushed.
+                qp.sending = qp.fetched;
+                move_to_error(qp, now);
+            }
+        }
+    }
+}
+
+bool Engine::start_wqe(QueuePair& qp, SendWqe& w, Clock::time_point now) {
+    if ((w.flags & SendFlag::kFence) != 0 && qp.rd_atomic_in_flight > 0) {
+        return false;  // IBV_SEND_FENCE: wait for earlier READs and atomics
+    }
+    if (w.is_read_or_atomic()) {
+        if (qp.rd_atomic_in_flight >= std::max<std::uint32_t>(qp.attr.max_rd_atomic, 1)) {
+            return false;  // max_rd_atomic outstanding already
+        }
+    }
+    switch (w.opcode) {
+        case WrOpcode::LocalInv: {
+            const int err = mrs_.invalidate(w.imm, qp.pd, std::nullopt);
+            w.status = err == 0 ? WcStatus::Success : WcStatus::LocQpOpErr;
+            w.started = w.done = true;
+            w.packets = 0;
+            if (err != 0) {
+                move_to_error(qp, now);
+            }
+            return true;
+        }
+        case WrOpcode::BindMw: {
+            mr::BindRequest b;
+            b.owner = qp.owner;
+            b.mw_key = w.bind_mw_rkey;
+            b.mr_lkey = w.bind_mr_lkey;
+            b.addr = w.bind_addr;
+            b.length = w.bind_length;
+            b.access = w.bind_access;
+            b.qpn = qp.qpn;
+            b.qp_pd = qp.pd;
+            const int err = mrs_.bind_mw_type2(b);
+            w.status = err == 0 ? WcStatus::Success : WcStatus::MwBindErr;
+            w.started = w.done = true;
+            w.packets = 0;
+            if (err != 0) {
+                move_to_error(qp, now);
+            }
+            return true;
+        }
+        default:
+            break;
+    }
+    if (qp.type == qp::QpType::Ud) {
+        w.packets = 1;
+    } else if (w.opcode == WrOpcode::AtomicCmpAndSwp || w.opcode == WrOpcode::AtomicFetchAndAdd) {
+        w.packets = 1;
+    } else {
+        w.packets = static_cast<std::uint32_t>(std::max<std::uint64_t>((w.length + qp.mtu - 1) / qp.mtu, 1));
+    }
+    if (w.is_read_or_atomic()) {
+        ++qp.rd_atomic_in_flight;
+    }
+    w.first_psn = qp.next_psn;
+    qp.next_psn += w.packets;
+    w.started = true;
+    return true;
+}
+
+bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
+    wire::PacketFields f;
+    const qp::AhAttr* path = &qp.attr.ah_attr;
+    if (qp.type == qp::QpType::Ud) {
+        auto it = ahs_.find(w.ah);
+        if (it == ahs_.end()) {
+            complete_wqe_error(qp, w, WcStatus::LocQpOpErr, now);
+            return false;
+        }
+        path = &it->second;
+    }
+    if (!fill_path(qp, *path, f)) {
+        complete_wqe_error(qp, w, WcStatus::LocQpOpErr, now);
+        return false;
+    }
+    const std::uint32_t index = qp.sent_packets;
+    const std::uint32_t count = w.packets;
+    f.bth.opcode = static_cast<std::uint8_t>(transport_base(qp.type) | operation_code(w, index, count));
+    f.bth.dest_qp = qp.type == qp::QpType::Ud ? w.remote_qpn : qp.attr.dest_qp_num;
+    f.bth.psn = w.first_psn + index;
+    const wire::OpcodeInfo& info = wire::opcode_info(f.bth.opcode);
+    const bool last = index + 1 == count || w.is_read_or_atomic();
+    f.bth.solicited = last && (w.flags & SendFlag::kSolicited) != 0 &&
+                      (info.operation == wire::Operation::Send || info.has_immediate);
+    if (qp.type == qp::QpType::Rc) {
+        f.bth.ack_req = last || (index + 1) % config_.ack_request_every == 0;
+    }
+    if (info.has(wire::Ext::Deth)) {
+        // IBA 10.2.4: a Q_Key with the high bit set means "use the QP's own".
+        f.ext.deth.qkey = (w.remote_qkey & 0x80000000u) != 0 ? qp.attr.qkey : w.remote_qkey;
+        f.ext.deth.src_qp = qp.qpn;
+    }
+    std::uint64_t offset = std::uint64_t{index} * qp.mtu;
+    if (info.has(wire::Ext::Reth)) {
+        f.ext.reth.va = w.remote_addr + offset;
+        f.ext.reth.rkey = w.rkey;
+        f.ext.reth.dma_length = static_cast<std::uint32_t>(w.length - std::min(w.length, offset));
+    }
+    if (info.has(wire::Ext::AtomicEth)) {
+        f.ext.atomic_eth.va = w.remote_addr;
+        f.ext.atomic_eth.rkey = w.rkey;
+        f.ext.atomic_eth.swap_add = w.opcode == WrOpcode::AtomicCmpAndSwp ? w.swap : w.compare_add;
+        f.ext.atomic_eth.compare = w.opcode == WrOpcode::AtomicCmpAndSwp ? w.compare_add : 0;
+    }
+    if (info.has_immediate) {
+        f.ext.immediate = __builtin_bswap32(w.imm);  // the WQE holds it in network order
+    }
+    if (info.has_invalidate) {
+        f.ext.invalidate_rkey = w.imm;
+    }
+    std::span<const std::uint8_t> payload;
+    if (info.payload_allowed && w.opcode != WrOpcode::RdmaRead) {
+        const std::uint64_t len = std::min<std::uint64_t>(qp.mtu, w.length - std::min(w.length, offset));
+        if (qp.type == qp::QpType::Ud && w.length > qp.mtu) {
+            complete_wqe_error(qp, w, WcStatus::LocLenErr, now);
+            return false;
+        }
+        if (len > 0) {
+            const std::size_t at = wire::payload_offset(f);
+            std::span<std::uint8_t> room(tx_buffer_.data() + at, len);
+            const WcStatus st = gather(qp, w, offset, room);
+            if (st != WcStatus::Success) {
+                complete_wqe_error(qp, w, st, now);
+                return false;
+            }
+            payload = room;
+        }
+    }
+    send_frame(qp, f, payload, now);
+    if (qp.type == qp::QpType::Rc && !qp.retransmit_at) {
+        if (const auto t = ack_timeout(qp.attr.timeout)) {
+            qp.retransmit_at = now + *t;
+        }
+    }
+    return true;
+}
+
+bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
+    if (!qp.sq.valid()) {
+        return false;
+    }
+    bool worked = false;
+    requester_timers(qp, now);
+    if (qp.sq.producer() != qp.fetched) {
+        fetch_new_wqes(qp, now);
+        worked = true;
+    }
+    if (qp.attr.state == qp::QpState::Err) {
+        if (qp.retired != qp.fetched) {
+            flush_send_queue(qp);
+            worked = true;
+        }
+        return worked;
+    }
+    if (!qp.can_send() || qp.rnr_resume_at) {
+        retire_done(qp);
+        return worked;
+    }
+    std::uint32_t budget = config_.packets_per_poll;
+    while (budget > 0 && qp.sending != qp.fetched && qp.attr.state != qp::QpState::Err) {
+        SendWqe& w = qp.wqe(qp.sending);
+        if (!w.started) {
+            if (!start_wqe(qp, w, now)) {
+                break;
+            }
+        }
+        if (w.done && w.packets == 0) {  // local operation, or failed
+            ++qp.sending;
+            qp.sent_packets = 0;
+            worked = true;
+            continue;
+        }
+        if (qp.type == qp::QpType::Rc &&
+            distance(w.first_psn + qp.sent_packets, qp.unacked) >= static_cast<std::int32_t>(config_.send_window)) {
+            break;  // window full: wait for ACKs
+        }
+        if (!send_packet(qp, w, now)) {
+            break;
+        }
+        --budget;
+        worked = true;
+        if (w.is_read_or_atomic()) {
+            w.last_sent = true;
+            ++qp.sending;
+            qp.sent_packets = 0;
+            continue;
+        }
+        if (++qp.sent_packets >= w.packets) {
+            w.last_sent = true;
+            if (qp.type != qp::QpType::Rc) {
+                w.done = true;  // UC and UD complete once sent (IBA 9.8.3, 9.8.4)
+            }
+            ++qp.sending;
+            qp.sent_packets = 0;
+        }
+    }
+    retire_done(qp);
+    return worked;
+}
+
+void Engine::retire_done(QueuePair& qp) {
+    const std::uint32_t before = qp.retired;
+    while (qp.retired != qp.fetched) {
+        SendWqe& w = qp.wqe(qp.retired);
+        if (!w.done) {
+            break;
+        }
+        if (w.signaled(qp.sq_sig_all)) {
+            complete_send(qp, w);
+        }
+        ++qp.retired;
+    }
+    if (qp.retired != before) {
+        qp.sq.publish_consumer(qp.retired);
+    }
+}
+
+void Engine::rewind_to(QueuePair& qp, wire::Psn psn) {
+    ++counters_.retransmits;
+    for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
+        SendWqe& w = qp.wqe(i);
+        if (!w.started) {
+            break;
+        }
+        if (w.done || w.packets == 0) {
+            continue;
+        }
+        if (psn <= w.last_psn()) {
+            qp.sending = i;
+            qp.sent_packets = psn >= w.first_psn ? static_cast<std::uint32_t>(distance(psn, w.first_psn)) : 0;
+            if (w.opcode == WrOpcode::RdmaRead) {
+                qp.sent_packets = w.received;  // READ again from the first byte not yet received
+            }
+            return;
+        }
+    }
+}
+
+void Engine::requester_timers(QueuePair& qp, Clock::time_point now) {
+    if (qp.rnr_resume_at && *qp.rnr_resume_at <= now) {
+        qp.rnr_resume_at.reset();
+    }
+    if (!qp.retransmit_at || *qp.retransmit_at > now) {
+        return;
+    }
+    qp.retransmit_at.reset();
+    bool outstanding = false;
+    SendWqe* oldest = nullptr;
+    for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
+        SendWqe& w = qp.wqe(i);
+        if (!w.started) {
+            break;
+        }
+        if (!w.done && w.packets != 0) {
+            outstanding = true;
+            oldest = &w;
+            break;
+        }
+    }
+    if (!outstanding || qp.attr.state == qp::QpState::Err) {
+        return;
+    }
+    ++counters_.timeouts;
+    // rdma_rxe treats retry_cnt 7 as "retry forever" (roce-wire.md); so do we.
+    if (qp.retry_left == 0 && qp.attr.retry_cnt != 7) {
+        complete_wqe_error(qp, *oldest, WcStatus::RetryExcErr, now);
+        return;
+    }
+    if (qp.attr.retry_cnt != 7) {
+        --qp.retry_left;
+    }
+    rewind_to(qp, qp.unacked);
+    if (const auto t = ack_timeout(qp.attr.timeout)) {
+        qp.retransmit_at = now + *t;
+    }
+}
+
+void Engine::flush_send_queue(QueuePair& qp) {
+    // IBA 10.3.1: in the error state every outstanding and newly posted WQE
+    // completes with WR_FLUSH_ERR (always generating a CQE).
+    if (qp.sq.valid() && qp.sq.producer() != qp.fetched) {
+        const std::uint32_t produced = qp.sq.producer();
+        if (produced - qp.retired <= qp.sq.entries()) {
+            while (qp.fetched != produced) {
+                SendWqe& w = qp.wqe(qp.fetched);
+                if (!fetch_send_wqe(qp.sq, qp.fetched, qp.type, qp.scratch, w).empty()) {
+                    w.status = WcStatus::LocQpOpErr;
+                }
+                w.started = true;
+                ++qp.fetched;
+            }
+        }
+    }
+    for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
+        SendWqe& w = qp.wqe(i);
+        if (w.status == WcStatus::Success) {
+            w.status = WcStatus::WrFlushErr;  // a WQE that failed keeps its own status
+        }
+        w.done = true;
+    }
+    qp.rd_atomic_in_flight = 0;
+    qp.sending = qp.fetched;
+    qp.sent_packets = 0;
+    retire_done(qp);
+}
+
+}  // namespace uroce::engine

@@ -1,0 +1,196 @@
+#include "datapath.h"
+
+#include <unistd.h>
+
+#include "log.h"
+#include "wire/parse.h"
+
+namespace uroce::daemon {
+
+namespace {
+
+constexpr std::size_t kRxBurst = 32;
+
+std::vector<wire::Gid> addresses_of(const device::Device& d) {
+    std::vector<wire::Gid> out;
+    for (const auto& g : d.gids()) {
+        if (g.type == device::GidType::RoceV2) {
+            out.push_back(g.gid);
+        }
+    }
+    return out;
+}
+
+engine::WorkRing view(const device::WorkQueueRing& r) {
+    if (!r.present()) {
+        return {};
+    }
+    return engine::WorkRing(r.header, r.geometry.entries, r.geometry.stride, r.geometry.max_sge,
+                            r.geometry.max_inline);
+}
+
+}  // namespace
+
+Datapath::Datapath(device::Device& device, net::Port& port)
+    : device_(device), port_(port), neighbours_(port, port.mac(), addresses_of(device)), rx_(kRxBurst) {
+    engine::EngineConfig cfg;
+    cfg.mac = port.mac();
+    cfg.gids = device.gids();
+    engine_ = std::make_unique<engine::Engine>(
+        cfg, device.mrs(), *this, [this](std::uint32_t client) { return memory_of(client); },
+        [this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent e) {
+            if (async_sink_) {
+                async_sink_(client, cookie, e);
+            }
+        });
+}
+
+Datapath::~Datapath() = default;
+
+bool Datapath::poll(engine::Clock::time_point now) {
+    bool worked = false;
+    const std::size_t n = port_.receive(rx_);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::span<const std::uint8_t> frame = rx_[i].bytes;
+        const wire::ParseResult r = wire::parse_frame(frame);
+        if (r.ok()) {
+            ++counters_.rx_roce;
+            engine_->receive(r.packet, now);
+        } else if (wire::reached_roce(r.status)) {
+            ++counters_.rx_malformed;
+        } else {
+            ++counters_.rx_other;
+            neighbours_.handle_frame(frame, now);
+        }
+    }
+    if (n > 0) {
+        port_.release(std::span(rx_.data(), n));
+        worked = true;
+    }
+    worked |= engine_->poll(now);
+    neighbours_.poll(now);
+    port_.flush();
+    return worked;
+}
+
+std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
+    auto a = engine_->next_deadline();
+    auto b = neighbours_.next_deadline();
+    if (!a) {
+        return b;
+    }
+    if (!b) {
+        return a;
+    }
+    return std::min(*a, *b);
+}
+
+void Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) {
+    neighbours_.send_ip(frame, dst, now);
+}
+
+dma::ClientMemory* Datapath::memory_of(std::uint32_t client) {
+    auto it = memories_.find(client);
+    return it == memories_.end() ? nullptr : it->second.get();
+}
+
+void Datapath::on_client(std::uint32_t client, pid_t pid) {
+    memories_[client] = std::make_unique<dma::ClientMemory>(pid);
+}
+
+void Datapath::on_client_gone(std::uint32_t client) {
+    // Everything the client owned leaves the engine before its rings are
+    // unmapped and its memory forgotten.
+    for (auto it = qps_.begin(); it != qps_.end();) {
+        if (it->second->owner == client) {
+            engine_->remove_qp(it->first);
+            it = qps_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = srqs_.begin(); it != srqs_.end();) {
+        if (it->second->owner == client) {
+            engine_->remove_srq(it->first);
+            it = srqs_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = cqs_.begin(); it != cqs_.end();) {
+        if (it->second->owner == client) {
+            engine_->remove_cq(it->first);
+            it = cqs_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    memories_.erase(client);
+}
+
+void Datapath::on_cq(std::shared_ptr<const device::CqRings> cq) {
+    const int fd = cq->channel_fd >= 0 ? ::dup(cq->channel_fd) : -1;
+    engine_->add_cq(cq->handle, cq->owner, engine::CqRing(cq->header, cq->entries), fd, cq->cookie);
+    cqs_[cq->handle] = std::move(cq);
+}
+
+void Datapath::on_qp(std::shared_ptr<const device::QpRings> q) {
+    engine::QpSetup s;
+    s.qpn = q->qpn;
+    s.owner = q->owner;
+    s.pd = q->pd;
+    s.type = q->type;
+    s.send_cq = q->send_cq;
+    s.recv_cq = q->recv_cq;
+    s.srq = q->srq;
+    s.sq_sig_all = q->sq_sig_all;
+    s.cookie = q->cookie;
+    s.sq = view(q->sq);
+    s.rq = view(q->rq);
+    engine_->add_qp(s);
+    qps_[q->qpn] = std::move(q);
+}
+
+void Datapath::on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t limit) {
+    engine_->add_srq(srq->handle, srq->owner, srq->pd, view(srq->ring), srq->cookie, limit);
+    srqs_[srq->handle] = std::move(srq);
+}
+
+void Datapath::on_destroy_cq(std::uint32_t cq) {
+    engine_->remove_cq(cq);
+    cqs_.erase(cq);
+}
+
+void Datapath::on_destroy_qp(std::uint32_t qpn) {
+    engine_->remove_qp(qpn);
+    qps_.erase(qpn);
+}
+
+void Datapath::on_destroy_srq(std::uint32_t srq) {
+    engine_->remove_srq(srq);
+    srqs_.erase(srq);
+}
+
+int Datapath::on_shared_memory(std::uint32_t client, std::uint64_t addr, std::uint64_t length, int fd,
+                               std::uint64_t offset) {
+    dma::ClientMemory* m = memory_of(client);
+    if (m == nullptr) {
+        return EINVAL;
+    }
+    return m->add_shared(addr, length, fd, offset);
+}
+
+dma::DmaCounters Datapath::dma_counters() const {
+    dma::DmaCounters sum;
+    for (const auto& [client, m] : memories_) {
+        const dma::DmaCounters& c = m->counters();
+        sum.shared_ops += c.shared_ops;
+        sum.shared_bytes += c.shared_bytes;
+        sum.copy_ops += c.copy_ops;
+        sum.copy_bytes += c.copy_bytes;
+        sum.faults += c.faults;
+    }
+    return sum;
+}
+
+}  // namespace uroce::daemon

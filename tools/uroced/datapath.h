@@ -1,0 +1,99 @@
+// The daemon's data path: one port (DPDK or the embedded loopback), the
+// neighbour table, and the RoCEv2 engine, run from the daemon's one loop.
+// The control server tells it about objects as they are created, changed
+// and destroyed (the on_* calls), and about clients coming and going; the
+// engine reaches each client's memory through a dma::ClientMemory made from
+// the client's pid.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "device/device.h"
+#include "device/ring_registry.h"
+#include "dma/client_memory.h"
+#include "engine/engine.h"
+#include "net/neighbours.h"
+#include "net/port.h"
+
+namespace uroce::daemon {
+
+struct DatapathCounters {
+    std::uint64_t rx_roce = 0;
+    std::uint64_t rx_other = 0;      // ARP, ND, anything else
+    std::uint64_t rx_malformed = 0;  // UDP 4791 that failed to parse
+};
+
+class Datapath final : public engine::FrameSink {
+public:
+    Datapath(device::Device& device, net::Port& port);
+    ~Datapath() override;
+
+    // ---- the loop ----
+    // One round: received frames, engine work, neighbour timers, transmit.
+    // True when anything happened.
+    bool poll(engine::Clock::time_point now);
+    // Before the daemon sleeps (rings.h doorbell protocol).
+    void arm_doorbells() { engine_->arm_doorbells(); }
+    [[nodiscard]] std::optional<engine::Clock::time_point> next_deadline() const;
+
+    // ---- objects, from the control server ----
+    void on_client(std::uint32_t client, pid_t pid);
+    void on_client_gone(std::uint32_t client);
+    void on_cq(std::shared_ptr<const device::CqRings> cq);
+    void on_qp(std::shared_ptr<const device::QpRings> qp);
+    void on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t limit);
+    void on_srq_limit(std::uint32_t srq, std::uint32_t limit) { engine_->set_srq_limit(srq, limit); }
+    void on_ah(std::uint32_t ah, const qp::AhAttr& attr) { engine_->add_ah(ah, attr); }
+    void on_modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask) {
+        engine_->modify_qp(qpn, attr, mask);
+    }
+    void on_destroy_cq(std::uint32_t cq);
+    void on_destroy_qp(std::uint32_t qpn);
+    void on_destroy_srq(std::uint32_t srq);
+    void on_destroy_ah(std::uint32_t ah) { engine_->remove_ah(ah); }
+    // A registration whose memory the provider shares (UROCE_REG_SHARED):
+    // map it for the zero-copy path. 0 or an errno.
+    int on_shared_memory(std::uint32_t client, std::uint64_t addr, std::uint64_t length, int fd,
+                         std::uint64_t offset);
+    // The QP state the engine holds (it moves QPs to ERR on its own).
+    [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const { return engine_->qp_state(qpn); }
+
+    // Where async events go: (client, cookie, event type).
+    void set_async_sink(std::function<void(std::uint32_t, std::uint64_t, engine::AsyncEvent)> sink) {
+        async_sink_ = std::move(sink);
+    }
+
+    [[nodiscard]] const engine::Engine& engine() const { return *engine_; }
+    [[nodiscard]] const net::Neighbours& neighbours() const { return neighbours_; }
+    [[nodiscard]] const DatapathCounters& counters() const { return counters_; }
+    // DMA counters of every connected client, summed.
+    [[nodiscard]] dma::DmaCounters dma_counters() const;
+
+    // engine::FrameSink
+    void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
+
+private:
+    dma::ClientMemory* memory_of(std::uint32_t client);
+
+    device::Device& device_;
+    net::Port& port_;
+    net::Neighbours neighbours_;
+    std::unique_ptr<engine::Engine> engine_;
+    std::unordered_map<std::uint32_t, std::unique_ptr<dma::ClientMemory>> memories_;
+    // Keep each object's ring mapping alive while the engine points into it.
+    std::unordered_map<std::uint32_t, std::shared_ptr<const device::CqRings>> cqs_;
+    std::unordered_map<std::uint32_t, std::shared_ptr<const device::QpRings>> qps_;
+    std::unordered_map<std::uint32_t, std::shared_ptr<const device::SrqRings>> srqs_;
+    std::function<void(std::uint32_t, std::uint64_t, engine::AsyncEvent)> async_sink_;
+    std::vector<net::RxFrame> rx_;
+    DatapathCounters counters_;
+};
+
+}  // namespace uroce::daemon
