@@ -53,7 +53,7 @@ int CompletionRing::poll(int num_entries, ibv_wc* wc) {
         return -1;
     }
     std::lock_guard lock(mutex_);
-    const std::uint32_t producer = shared(header_->producer).load(std::memory_order_acquire);
+    const std::uint32_t producer = shared(header_->producer).load(std::memory_order_seq_cst);
     // The daemon never gets more than `entries` ahead (it reports overrun
     // instead of overwriting); a larger gap could only be a broken daemon.
     const std::uint32_t ready = std::min(producer - consumer_, entries_);

@@ -303,19 +303,20 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
 }
 
 void Engine::retire_done(QueuePair& qp) {
-    const std::uint32_t before = qp.retired;
     while (qp.retired != qp.fetched) {
         SendWqe& w = qp.wqe(qp.retired);
         if (!w.done) {
             break;
         }
+        // Free the slot before the CQE appears: an application that posts
+        // again as soon as it sees the completion must find room
+        // (ibv_srq_pingpong runs with one send slot per QP). The engine's
+        // own copy of the WQE stays intact until the next fetch.
+        ++qp.retired;
+        qp.sq.publish_consumer(qp.retired);
         if (w.signaled(qp.sq_sig_all)) {
             complete_send(qp, w);
         }
-        ++qp.retired;
-    }
-    if (qp.retired != before) {
-        qp.sq.publish_consumer(qp.retired);
     }
 }
 

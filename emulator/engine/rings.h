@@ -79,7 +79,11 @@ public:
         }
         std::memcpy(&slots_[produced_ & (entries_ - 1)], &cqe, sizeof cqe);
         ++produced_;
-        shared_field(header_->producer).store(produced_, std::memory_order_release);
+        // seq_cst: the notify_request load that follows must not be ordered
+        // before this store (x86 reorders a store with a later load), or a
+        // CQE and an arming that cross would both go unseen: the provider
+        // polls after arming, the daemon reads the arming after producing.
+        shared_field(header_->producer).store(produced_, std::memory_order_seq_cst);
         return true;
     }
     [[nodiscard]] std::uint32_t notify_request() const {
