@@ -53,6 +53,8 @@ enum uroce_ctrl_op {
     UROCE_CTRL_CREATE_AH = 25,
     UROCE_CTRL_DESTROY_AH = 26,
     UROCE_CTRL_DOORBELL = 27,
+    UROCE_CTRL_STATS = 28,
+    UROCE_CTRL_LIST_MRS = 29,
     UROCE_CTRL_OP_COUNT
 };
 
@@ -351,6 +353,117 @@ struct uroce_ctrl_create_ah {
     struct uroce_ctrl_ah_attr attr;
 };
 
+/*
+ * STATS (a header-only request): the device's counters since the daemon
+ * started, for `uroce stats` (docs/stats.md). Each group mirrors one counter
+ * struct of the daemon; the MR counts are of the MRs registered now.
+ */
+struct uroce_stats_engine {     /* emulator/engine/engine.h EngineCounters */
+    uint64_t rx_packets;
+    uint64_t tx_packets;
+    uint64_t rx_dropped;
+    uint64_t retransmits;
+    uint64_t timeouts;
+    uint64_t rnr_naks_sent;
+    uint64_t rnr_naks_received;
+    uint64_t seq_naks_sent;
+    uint64_t seq_naks_received;
+    uint64_t duplicates;
+    uint64_t bad_wqes;
+    uint64_t cq_overruns;
+    uint64_t dma_faults;
+};
+struct uroce_stats_frames {     /* tools/uroced/datapath.h: received frames sorted */
+    uint64_t rx_roce;
+    uint64_t rx_other;          /* ARP, ND, anything not for UDP port 4791 */
+    uint64_t rx_malformed;      /* UDP 4791 that failed to parse */
+};
+struct uroce_stats_port {       /* emulator/net/port.h PortCounters */
+    uint64_t rx_frames;
+    uint64_t rx_bytes;
+    uint64_t tx_frames;
+    uint64_t tx_bytes;
+    uint64_t tx_dropped;
+};
+struct uroce_stats_neighbours { /* emulator/net/neighbours.h NeighbourCounters */
+    uint64_t arp_requests_sent;
+    uint64_t arp_replies_sent;
+    uint64_t ns_sent;
+    uint64_t na_sent;
+    uint64_t resolved;
+    uint64_t learned;
+    uint64_t ignored;
+    uint64_t malformed;
+    uint64_t frames_queued;
+    uint64_t frames_released;
+    uint64_t queue_overflow;
+    uint64_t unresolved_dropped;
+    uint64_t resolution_failures;
+    uint64_t no_entry_dropped;
+    uint64_t entries;           /* now, not since start */
+};
+struct uroce_stats_dma {        /* emulator/dma/client_memory.h DmaCounters, all clients */
+    uint64_t shared_ops;
+    uint64_t shared_bytes;
+    uint64_t copy_ops;
+    uint64_t copy_bytes;
+    uint64_t faults;
+    uint64_t shared_mappings;   /* now: mappings of client memory the daemon holds */
+};
+struct uroce_stats_idle {       /* tools/uroced/idle_wait.h IdleCounters */
+    uint64_t sleeps;
+    uint64_t woken_by_fd;
+    uint64_t slept_ns;
+};
+struct uroce_ctrl_stats_reply {
+    struct uroce_ctrl_hdr hdr;
+    struct uroce_stats_engine engine;
+    struct uroce_stats_frames frames;
+    struct uroce_stats_port port;
+    struct uroce_stats_neighbours neighbours;
+    struct uroce_stats_dma dma;
+    struct uroce_stats_idle idle;
+    uint32_t mrs_shared;        /* MRs whose whole range a shared mapping serves */
+    uint32_t mrs_copy;          /* MRs served by process_vm_readv/writev */
+    uint32_t mrs_unserved;      /* MRs the DMA interface does not reach (dma-buf) */
+    uint32_t reserved;
+};
+
+/*
+ * LIST_MRS: the MRs registered now, with the DMA way that serves each, a
+ * page at a time in key-index order (lkey >> 8). The request names the key
+ * index to start at (0: from the first); the reply's next_index is where
+ * the next page starts, 0 after the last page.
+ */
+enum uroce_mr_way {
+    UROCE_MR_WAY_UNSERVED = 0,  /* no client memory behind it (dma-buf) */
+    UROCE_MR_WAY_SHARED = 1,    /* a shared mapping: memcpy */
+    UROCE_MR_WAY_COPY = 2,      /* process_vm_readv / process_vm_writev */
+};
+#define UROCE_LIST_MRS_PER_REPLY 8u
+
+struct uroce_ctrl_list_mrs {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t first_index;
+    uint32_t reserved;
+};
+struct uroce_ctrl_mr_entry {
+    uint32_t lkey;
+    uint32_t pd;
+    uint32_t client;            /* the owner's client id (HELLO) */
+    uint32_t access;            /* ibv_access_flags */
+    uint64_t addr;              /* the owner's address of the first byte (dma-buf: the offset) */
+    uint64_t length;
+    uint8_t way;                /* enum uroce_mr_way */
+    uint8_t reserved[7];
+};
+struct uroce_ctrl_list_mrs_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t count;             /* entries filled */
+    uint32_t next_index;
+    struct uroce_ctrl_mr_entry entries[UROCE_LIST_MRS_PER_REPLY];
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(struct uroce_ctrl_hdr) == 24, "header layout");
 static_assert(sizeof(struct uroce_ctrl_reg_mr) % 8 == 0, "explicit padding");
@@ -369,6 +482,11 @@ static_assert(sizeof(struct uroce_ctrl_modify_qp) == 144, "modify qp layout");
 static_assert(sizeof(struct uroce_ctrl_query_qp_reply) == 136, "query qp reply layout");
 static_assert(sizeof(struct uroce_ctrl_srq) == 64, "srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
+static_assert(sizeof(struct uroce_ctrl_stats_reply) == 400, "stats layout");
+static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
+static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");
+static_assert(sizeof(struct uroce_ctrl_list_mrs_reply) == 352, "list mrs reply layout");
 #endif
 
 #endif /* UROCE_ABI_CONTROL_H */

@@ -590,4 +590,25 @@ PdStats MrTable::pd_stats(std::uint32_t pd) const {
     return s;
 }
 
+void MrTable::for_each_mr(const std::function<bool(const Descriptor&)>& visit, std::uint32_t first_index) const {
+    std::lock_guard lock(mutex_);
+    // by_owner_ holds the index of every MR and window: sorting those is
+    // cheaper than walking the key space, which relaxed pools make sparse.
+    std::vector<const Descriptor*> mrs;
+    for (const auto& [owner, indices] : by_owner_) {
+        for (const std::uint32_t index : indices) {
+            const Descriptor* d = index >= first_index ? entry(index)->desc.load(std::memory_order_relaxed) : nullptr;
+            if (d != nullptr && d->kind == ObjectKind::Mr) {
+                mrs.push_back(d);
+            }
+        }
+    }
+    std::sort(mrs.begin(), mrs.end(), [](const Descriptor* a, const Descriptor* b) { return a->index < b->index; });
+    for (const Descriptor* d : mrs) {
+        if (!visit(*d)) {
+            return;
+        }
+    }
+}
+
 }  // namespace uroce::mr

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -157,6 +158,14 @@ public:
 
     [[nodiscard]] TableCounts counts() const;
     [[nodiscard]] PdStats pd_stats(std::uint32_t pd) const;
+
+    // Every memory region (not windows, not relaxed-pool slots) whose key
+    // index is at least `first_index`, in ascending key-index order, until
+    // `visit` returns false: for stats, so a listing can be read in pages
+    // that stay in order while MRs come and go. Runs under the control
+    // mutex: `visit` must not call back into the table, and the descriptor
+    // it sees is only valid during the call.
+    void for_each_mr(const std::function<bool(const Descriptor&)>& visit, std::uint32_t first_index = 0) const;
 
     // ---- data path: no locks; hold an EpochGuard on epoch() ----
     // `qpn` (the QP that posted the work request) only feeds stale-access reports.

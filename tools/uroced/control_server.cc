@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "abi/fd_passing.h"
+#include "handlers_stats.h"
 #include "log.h"
 #include "messages.h"
 #include "mr/relaxed_pool.h"
@@ -46,7 +47,10 @@ std::size_t request_size(std::uint16_t op) {
         case UROCE_CTRL_QUERY_PORT:
         case UROCE_CTRL_ALLOC_PD:
         case UROCE_CTRL_STATUS:
+        case UROCE_CTRL_STATS:
             return sizeof(uroce_ctrl_hdr);
+        case UROCE_CTRL_LIST_MRS:
+            return sizeof(uroce_ctrl_list_mrs);
         case UROCE_CTRL_DEALLOC_PD:
         case UROCE_CTRL_DEREG_MR:
         case UROCE_CTRL_DEALLOC_MW:
@@ -421,16 +425,23 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (shared && received_fd < 0) {
                 return status_only(out, h, EINVAL);
             }
-            auto map_shared = [&]() {
-                if (!shared || datapath_ == nullptr) {
+            // The MR's new memory: shared (the data path maps it and keeps a
+            // reference under the lkey) or not (any reference it had goes).
+            auto map_shared = [&](std::uint32_t lkey) {
+                if (datapath_ == nullptr) {
+                    return;
+                }
+                if (!shared) {
+                    datapath_->on_mr_unshared(lkey);
                     return;
                 }
                 if (req.shared_addr > req.addr || req.shared_addr + req.shared_length < req.addr + req.length ||
                     req.shared_length == 0) {
                     log_warn("client {}: shared range does not cover the MR; copying instead", owner);
+                    datapath_->on_mr_unshared(lkey);
                     return;
                 }
-                if (const int err = datapath_->on_shared_memory(owner, req.shared_addr, req.shared_length,
+                if (const int err = datapath_->on_shared_memory(owner, lkey, req.shared_addr, req.shared_length,
                                                                 received_fd, req.shared_offset);
                     err != 0) {
                     log_warn("client {}: cannot map its shared memory ({}); copying instead", owner,
@@ -439,22 +450,28 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             };
             if (h.op == UROCE_CTRL_REREG_MR) {
                 const int err = mrs.rereg_mr(req.lkey, req.rereg_flags, r);
-                if (err == 0) {
-                    map_shared();
+                if (err == 0 && (req.rereg_flags & mr::rereg::kChangeTranslation) != 0) {
+                    map_shared(req.lkey);
                 }
                 return status_only(out, h, err);
             }
             const mr::Registered reg = mrs.reg_mr(r);
             if (reg.error == 0) {
-                map_shared();
+                map_shared(reg.lkey);
             }
             uroce_ctrl_mr_reply rep{};
             rep.lkey = reg.lkey;
             rep.rkey = reg.rkey;
             return write_reply(out, h, reg.error, rep);
         }
-        case UROCE_CTRL_DEREG_MR:
-            return status_only(out, h, mrs.dereg_mr(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_DEREG_MR: {
+            const std::uint32_t lkey = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = mrs.dereg_mr(lkey, owner);
+            if (err == 0 && datapath_ != nullptr) {
+                datapath_->on_mr_unshared(lkey);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_ALLOC_MW: {
             const auto req = read_as<uroce_ctrl_alloc_mw>(msg);
             if (req.type != 1 && req.type != 2) {
@@ -545,6 +562,11 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             s.ahs = static_cast<std::uint32_t>(q.ahs);
             return write_reply(out, h, 0, s);
         }
+        case UROCE_CTRL_STATS:
+            return write_reply(out, h, 0, stats_reply(device_, datapath_));
+        case UROCE_CTRL_LIST_MRS:
+            return write_reply(out, h, 0,
+                               list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index));
         default:
             return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }

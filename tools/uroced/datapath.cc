@@ -21,6 +21,14 @@ std::vector<wire::Gid> addresses_of(const device::Device& d) {
     return out;
 }
 
+void add_to(dma::DmaCounters& sum, const dma::DmaCounters& c) {
+    sum.shared_ops += c.shared_ops;
+    sum.shared_bytes += c.shared_bytes;
+    sum.copy_ops += c.copy_ops;
+    sum.copy_bytes += c.copy_bytes;
+    sum.faults += c.faults;
+}
+
 engine::WorkRing view(const device::WorkQueueRing& r) {
     if (!r.present()) {
         return {};
@@ -125,7 +133,12 @@ void Datapath::on_client_gone(std::uint32_t client) {
             ++it;
         }
     }
-    memories_.erase(client);
+    // Its mappings go with its ClientMemory; keep its DMA counters for stats.
+    if (auto m = memories_.find(client); m != memories_.end()) {
+        add_to(departed_dma_, m->second->counters());
+        memories_.erase(m);
+    }
+    std::erase_if(shared_by_lkey_, [client](const auto& entry) { return entry.second.client == client; });
 }
 
 void Datapath::on_cq(std::shared_ptr<const device::CqRings> cq) {
@@ -171,26 +184,52 @@ void Datapath::on_destroy_srq(std::uint32_t srq) {
     srqs_.erase(srq);
 }
 
-int Datapath::on_shared_memory(std::uint32_t client, std::uint64_t addr, std::uint64_t length, int fd,
-                               std::uint64_t offset) {
+int Datapath::on_shared_memory(std::uint32_t client, std::uint32_t lkey, std::uint64_t addr, std::uint64_t length,
+                               int fd, std::uint64_t offset) {
     dma::ClientMemory* m = memory_of(client);
-    if (m == nullptr) {
-        return EINVAL;
+    const int err = m == nullptr ? EINVAL : m->add_shared(addr, length, fd, offset);
+    // The new reference first, then the old one goes: a rereg within the same
+    // shared memory keeps its mapping instead of unmapping and mapping again.
+    on_mr_unshared(lkey);
+    if (err == 0) {
+        shared_by_lkey_[lkey] = SharedRange{client, addr, length};
     }
-    return m->add_shared(addr, length, fd, offset);
+    return err;
+}
+
+void Datapath::on_mr_unshared(std::uint32_t lkey) {
+    auto it = shared_by_lkey_.find(lkey);
+    if (it == shared_by_lkey_.end()) {
+        return;
+    }
+    if (dma::ClientMemory* m = memory_of(it->second.client)) {
+        m->remove_shared(it->second.addr, it->second.length);
+    }
+    shared_by_lkey_.erase(it);
 }
 
 dma::DmaCounters Datapath::dma_counters() const {
-    dma::DmaCounters sum;
+    dma::DmaCounters sum = departed_dma_;
     for (const auto& [client, m] : memories_) {
-        const dma::DmaCounters& c = m->counters();
-        sum.shared_ops += c.shared_ops;
-        sum.shared_bytes += c.shared_bytes;
-        sum.copy_ops += c.copy_ops;
-        sum.copy_bytes += c.copy_bytes;
-        sum.faults += c.faults;
+        add_to(sum, m->counters());
     }
     return sum;
+}
+
+std::size_t Datapath::shared_mappings() const {
+    std::size_t n = 0;
+    for (const auto& [client, m] : memories_) {
+        n += m->shared_mappings();
+    }
+    return n;
+}
+
+std::optional<dma::Way> Datapath::way_of(std::uint32_t client, std::uint64_t addr, std::uint64_t length) const {
+    auto it = memories_.find(client);
+    if (it == memories_.end()) {
+        return std::nullopt;
+    }
+    return it->second->way(addr, length);
 }
 
 }  // namespace uroce::daemon

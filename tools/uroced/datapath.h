@@ -19,6 +19,7 @@
 #include "device/ring_registry.h"
 #include "dma/client_memory.h"
 #include "engine/engine.h"
+#include "idle_wait.h"
 #include "net/neighbours.h"
 #include "net/port.h"
 
@@ -58,10 +59,16 @@ public:
     void on_destroy_qp(std::uint32_t qpn);
     void on_destroy_srq(std::uint32_t srq);
     void on_destroy_ah(std::uint32_t ah) { engine_->remove_ah(ah); }
-    // A registration whose memory the provider shares (UROCE_REG_SHARED):
-    // map it for the zero-copy path. 0 or an errno.
-    int on_shared_memory(std::uint32_t client, std::uint64_t addr, std::uint64_t length, int fd,
-                         std::uint64_t offset);
+    // MR `lkey`, whose memory the provider shares (UROCE_REG_SHARED at
+    // REG_MR, or REREG_MR to a new translation): map it for the zero-copy
+    // path and remember the reference under the lkey (replacing, and then
+    // dropping, the one the MR held before). 0 or an errno; on an error the
+    // MR keeps no shared reference.
+    int on_shared_memory(std::uint32_t client, std::uint32_t lkey, std::uint64_t addr, std::uint64_t length,
+                         int fd, std::uint64_t offset);
+    // MR `lkey` no longer uses the shared range it had (DEREG_MR, or REREG_MR
+    // to a translation that is not shared): drop its reference.
+    void on_mr_unshared(std::uint32_t lkey);
     // The QP state the engine holds (it moves QPs to ERR on its own).
     [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const { return engine_->qp_state(qpn); }
 
@@ -73,8 +80,23 @@ public:
     [[nodiscard]] const engine::Engine& engine() const { return *engine_; }
     [[nodiscard]] const net::Neighbours& neighbours() const { return neighbours_; }
     [[nodiscard]] const DatapathCounters& counters() const { return counters_; }
-    // DMA counters of every connected client, summed.
+    [[nodiscard]] net::PortCounters port_counters() const { return port_.counters(); }
+    // DMA counters of every client since the daemon started, summed (those
+    // of departed clients are kept).
     [[nodiscard]] dma::DmaCounters dma_counters() const;
+    // Shared mappings of client memory held now, over every client.
+    [[nodiscard]] std::size_t shared_mappings() const;
+    // Which way a transfer of a client's [addr, addr + length) would take;
+    // nullopt when the client has no memory here (gone, or not a client).
+    [[nodiscard]] std::optional<dma::Way> way_of(std::uint32_t client, std::uint64_t addr,
+                                                 std::uint64_t length) const;
+
+    // The counters of the loop's IdleWait (main.cc run_loop), for stats;
+    // nullptr while no loop runs. They must outlive the pointer's use.
+    void set_idle_counters(const IdleCounters* counters) { idle_counters_ = counters; }
+    [[nodiscard]] IdleCounters idle_counters() const {
+        return idle_counters_ != nullptr ? *idle_counters_ : IdleCounters{};
+    }
 
     // engine::FrameSink
     void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
@@ -87,6 +109,15 @@ private:
     net::Neighbours neighbours_;
     std::unique_ptr<engine::Engine> engine_;
     std::unordered_map<std::uint32_t, std::unique_ptr<dma::ClientMemory>> memories_;
+    dma::DmaCounters departed_dma_;  // of clients gone, so stats keep them
+    // The shared range each MR holds a reference on (ClientMemory::add_shared).
+    struct SharedRange {
+        std::uint32_t client = 0;
+        std::uint64_t addr = 0;
+        std::uint64_t length = 0;
+    };
+    std::unordered_map<std::uint32_t, SharedRange> shared_by_lkey_;
+    const IdleCounters* idle_counters_ = nullptr;
     // Keep each object's ring mapping alive while the engine points into it.
     std::unordered_map<std::uint32_t, std::shared_ptr<const device::CqRings>> cqs_;
     std::unordered_map<std::uint32_t, std::shared_ptr<const device::QpRings>> qps_;

@@ -57,6 +57,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         idle_config.spin = std::chrono::microseconds(std::atoi(spin));
     }
     daemon::IdlePolicy policy(idle_config);
+    datapath.set_idle_counters(&idle.counters());  // for STATS, served from this loop
     idle.watch(server.epoll_fd());
     idle.watch(server.doorbell_fd());
     const bool have_rx_fd = port.rx_wait_fd() >= 0 && idle.watch_rx(port.rx_wait_fd());
@@ -96,6 +97,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
             [[maybe_unused]] const ssize_t r = ::read(server.doorbell_fd(), &rings, sizeof rings);
         }
     }
+    datapath.set_idle_counters(nullptr);
     const auto& e = datapath.engine().counters();
     const auto& i = idle.counters();
     daemon::log_info("engine: {} packets in, {} out, {} dropped, {} retransmitted, {} timeouts, {} RNR NAKs sent, "

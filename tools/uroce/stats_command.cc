@@ -1,0 +1,222 @@
+#include "stats_command.h"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "abi/control_client.h"
+#include "device_locator.h"
+
+namespace uroce::tools {
+
+namespace {
+
+// One counter group of the STATS reply, by name, in the reply's order.
+struct Group {
+    const char* name;
+    std::vector<std::pair<const char*, std::uint64_t>> counters;
+};
+
+template <typename T>
+struct Field {
+    const char* name;
+    std::uint64_t T::*member;
+};
+
+template <typename T, std::size_t N>
+Group group(const char* name, const T& values, const Field<T> (&fields)[N]) {
+    Group g{name, {}};
+    for (const Field<T>& f : fields) {
+        g.counters.emplace_back(f.name, values.*(f.member));
+    }
+    return g;
+}
+
+// The field names are the daemon's counter names (abi/control.h).
+constexpr Field<uroce_stats_engine> kEngine[] = {
+    {"rx_packets", &uroce_stats_engine::rx_packets},
+    {"tx_packets", &uroce_stats_engine::tx_packets},
+    {"rx_dropped", &uroce_stats_engine::rx_dropped},
+    {"retransmits", &uroce_stats_engine::retransmits},
+    {"timeouts", &uroce_stats_engine::timeouts},
+    {"rnr_naks_sent", &uroce_stats_engine::rnr_naks_sent},
+    {"rnr_naks_received", &uroce_stats_engine::rnr_naks_received},
+    {"seq_naks_sent", &uroce_stats_engine::seq_naks_sent},
+    {"seq_naks_received", &uroce_stats_engine::seq_naks_received},
+    {"duplicates", &uroce_stats_engine::duplicates},
+    {"bad_wqes", &uroce_stats_engine::bad_wqes},
+    {"cq_overruns", &uroce_stats_engine::cq_overruns},
+    {"dma_faults", &uroce_stats_engine::dma_faults},
+};
+constexpr Field<uroce_stats_frames> kFrames[] = {
+    {"rx_roce", &uroce_stats_frames::rx_roce},
+    {"rx_other", &uroce_stats_frames::rx_other},
+    {"rx_malformed", &uroce_stats_frames::rx_malformed},
+};
+constexpr Field<uroce_stats_port> kPort[] = {
+    {"rx_frames", &uroce_stats_port::rx_frames},
+    {"rx_bytes", &uroce_stats_port::rx_bytes},
+    {"tx_frames", &uroce_stats_port::tx_frames},
+    {"tx_bytes", &uroce_stats_port::tx_bytes},
+    {"tx_dropped", &uroce_stats_port::tx_dropped},
+};
+constexpr Field<uroce_stats_neighbours> kNeighbours[] = {
+    {"arp_requests_sent", &uroce_stats_neighbours::arp_requests_sent},
+    {"arp_replies_sent", &uroce_stats_neighbours::arp_replies_sent},
+    {"ns_sent", &uroce_stats_neighbours::ns_sent},
+    {"na_sent", &uroce_stats_neighbours::na_sent},
+    {"resolved", &uroce_stats_neighbours::resolved},
+    {"learned", &uroce_stats_neighbours::learned},
+    {"ignored", &uroce_stats_neighbours::ignored},
+    {"malformed", &uroce_stats_neighbours::malformed},
+    {"frames_queued", &uroce_stats_neighbours::frames_queued},
+    {"frames_released", &uroce_stats_neighbours::frames_released},
+    {"queue_overflow", &uroce_stats_neighbours::queue_overflow},
+    {"unresolved_dropped", &uroce_stats_neighbours::unresolved_dropped},
+    {"resolution_failures", &uroce_stats_neighbours::resolution_failures},
+    {"no_entry_dropped", &uroce_stats_neighbours::no_entry_dropped},
+    {"entries", &uroce_stats_neighbours::entries},
+};
+constexpr Field<uroce_stats_dma> kDma[] = {
+    {"shared_ops", &uroce_stats_dma::shared_ops},
+    {"shared_bytes", &uroce_stats_dma::shared_bytes},
+    {"copy_ops", &uroce_stats_dma::copy_ops},
+    {"copy_bytes", &uroce_stats_dma::copy_bytes},
+    {"faults", &uroce_stats_dma::faults},
+    {"shared_mappings", &uroce_stats_dma::shared_mappings},
+};
+constexpr Field<uroce_stats_idle> kIdle[] = {
+    {"sleeps", &uroce_stats_idle::sleeps},
+    {"woken_by_fd", &uroce_stats_idle::woken_by_fd},
+    {"slept_ns", &uroce_stats_idle::slept_ns},
+};
+
+std::vector<Group> groups(const uroce_ctrl_stats_reply& s) {
+    return {group("engine", s.engine, kEngine),           group("frames", s.frames, kFrames),
+            group("port", s.port, kPort),                 group("neighbours", s.neighbours, kNeighbours),
+            group("dma", s.dma, kDma),                    group("idle", s.idle, kIdle),
+            Group{"mr_ways", {{"shared", s.mrs_shared}, {"copy", s.mrs_copy}, {"unserved", s.mrs_unserved}}}};
+}
+
+const char* way_name(std::uint8_t way) {
+    switch (way) {
+        case UROCE_MR_WAY_SHARED:
+            return "shared";
+        case UROCE_MR_WAY_COPY:
+            return "copy";
+        default:
+            return "unserved";
+    }
+}
+
+// Every MR, page after page. 0 or an errno.
+int list_mrs(abi::ControlClient& c, std::vector<uroce_ctrl_mr_entry>& out) {
+    std::uint32_t first = 0;
+    for (;;) {
+        uroce_ctrl_list_mrs req{};
+        req.hdr.op = UROCE_CTRL_LIST_MRS;
+        req.first_index = first;
+        uroce_ctrl_list_mrs_reply reply{};
+        if (const int err = c.call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+            return err;
+        }
+        if (reply.count > UROCE_LIST_MRS_PER_REPLY) {
+            return EPROTO;
+        }
+        out.insert(out.end(), reply.entries, reply.entries + reply.count);
+        // Pages go up in key index; anything else would loop forever.
+        if (reply.next_index == 0 || reply.next_index <= first) {
+            return 0;
+        }
+        first = reply.next_index;
+    }
+}
+
+void print_json(const uroce_ctrl_stats_reply& s, const std::vector<uroce_ctrl_mr_entry>& mrs) {
+    nlohmann::ordered_json j;
+    for (const Group& g : groups(s)) {
+        nlohmann::ordered_json values = nlohmann::ordered_json::object();
+        for (const auto& [name, value] : g.counters) {
+            values[name] = value;
+        }
+        j[g.name] = std::move(values);
+    }
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const uroce_ctrl_mr_entry& e : mrs) {
+        list.push_back({{"lkey", e.lkey},
+                        {"pd", e.pd},
+                        {"client", e.client},
+                        {"access", e.access},
+                        {"addr", e.addr},
+                        {"length", e.length},
+                        {"way", way_name(e.way)}});
+    }
+    j["mrs"] = std::move(list);
+    fmt::print("{}\n", j.dump(2));
+}
+
+void print_text(const uroce_ctrl_stats_reply& s, const std::vector<uroce_ctrl_mr_entry>& mrs) {
+    for (const Group& g : groups(s)) {
+        fmt::print("{}\n", g.name);
+        for (const auto& [name, value] : g.counters) {
+            fmt::print("  {:<22}{:>20}\n", name, value);
+        }
+    }
+    fmt::print("mrs ({})\n", mrs.size());
+    if (mrs.empty()) {
+        return;
+    }
+    fmt::print("  {:<10} {:>6} {:>6} {:>7} {:>18} {:>14}  {}\n", "lkey", "pd", "client", "access", "addr", "length",
+               "way");
+    for (const uroce_ctrl_mr_entry& e : mrs) {
+        fmt::print("  0x{:08x} {:>6} {:>6} {:>#7x} {:>#18x} {:>14}  {}\n", e.lkey, e.pd, e.client, e.access, e.addr,
+                   e.length, way_name(e.way));
+    }
+}
+
+int show(const DeviceLocation& loc, bool json) {
+    abi::ControlClient c;
+    if (int err = c.connect(loc.socket_path()); err != 0) {
+        fmt::print(stderr, "uroce stats: no daemon at {} ({})\n", loc.socket_path(), std::strerror(err));
+        return 1;
+    }
+    uroce_ctrl_stats_reply stats{};
+    std::vector<uroce_ctrl_mr_entry> mrs;
+    int err = c.call_simple(UROCE_CTRL_STATS, &stats, sizeof stats);
+    if (err == 0) {
+        err = list_mrs(c, mrs);
+    }
+    if (err != 0) {
+        fmt::print(stderr, "uroce stats: the daemon at {} did not answer: {}\n", loc.socket_path(),
+                   std::strerror(err));
+        return 1;
+    }
+    if (json) {
+        print_json(stats, mrs);
+    } else {
+        print_text(stats, mrs);
+    }
+    return 0;
+}
+
+}  // namespace
+
+void add_stats_command(CLI::App& app) {
+    auto loc = std::make_shared<DeviceLocation>();
+    loc->state_dir = default_state_dir();
+    auto json = std::make_shared<bool>(false);
+    auto* cmd = app.add_subcommand("stats", "Show the daemon's counters and which DMA way serves each MR");
+    cmd->add_option("--state-dir", loc->state_dir, "where uroced publishes the device")->capture_default_str();
+    cmd->add_option("--device", loc->device, "device name")->capture_default_str();
+    cmd->add_flag("--json", *json, "one JSON object: a member per counter group, and 'mrs', a list");
+    cmd->callback([loc, json] { throw CLI::RuntimeError(show(*loc, *json)); });
+}
+
+}  // namespace uroce::tools

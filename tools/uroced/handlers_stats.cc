@@ -1,0 +1,129 @@
+#include "handlers_stats.h"
+
+#include "mr/keys.h"
+
+namespace uroce::daemon {
+
+namespace {
+
+// The way the DMA interface serves a whole MR: the way a transfer of its
+// whole range would take in its owner's memory (dma/client_memory.h).
+std::uint8_t way_of(const mr::Descriptor& d, const Datapath* datapath) {
+    if (datapath == nullptr || d.backing == mr::Backing::DmaBuf) {
+        return UROCE_MR_WAY_UNSERVED;
+    }
+    const std::optional<dma::Way> w = datapath->way_of(d.owner, d.host_base, d.length);
+    if (!w) {
+        return UROCE_MR_WAY_UNSERVED;
+    }
+    return *w == dma::Way::Shared ? UROCE_MR_WAY_SHARED : UROCE_MR_WAY_COPY;
+}
+
+uroce_stats_engine engine_stats(const engine::EngineCounters& e) {
+    uroce_stats_engine s{};
+    s.rx_packets = e.rx_packets;
+    s.tx_packets = e.tx_packets;
+    s.rx_dropped = e.rx_dropped;
+    s.retransmits = e.retransmits;
+    s.timeouts = e.timeouts;
+    s.rnr_naks_sent = e.rnr_naks_sent;
+    s.rnr_naks_received = e.rnr_naks_received;
+    s.seq_naks_sent = e.seq_naks_sent;
+    s.seq_naks_received = e.seq_naks_received;
+    s.duplicates = e.duplicates;
+    s.bad_wqes = e.bad_wqes;
+    s.cq_overruns = e.cq_overruns;
+    s.dma_faults = e.dma_faults;
+    return s;
+}
+
+uroce_stats_neighbours neighbour_stats(const net::NeighbourCounters& n) {
+    uroce_stats_neighbours s{};
+    s.arp_requests_sent = n.arp_requests_sent;
+    s.arp_replies_sent = n.arp_replies_sent;
+    s.ns_sent = n.ns_sent;
+    s.na_sent = n.na_sent;
+    s.resolved = n.resolved;
+    s.learned = n.learned;
+    s.ignored = n.ignored;
+    s.malformed = n.malformed;
+    s.frames_queued = n.frames_queued;
+    s.frames_released = n.frames_released;
+    s.queue_overflow = n.queue_overflow;
+    s.unresolved_dropped = n.unresolved_dropped;
+    s.resolution_failures = n.resolution_failures;
+    s.no_entry_dropped = n.no_entry_dropped;
+    s.entries = n.entries;
+    return s;
+}
+
+}  // namespace
+
+uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath) {
+    uroce_ctrl_stats_reply r{};
+    if (datapath != nullptr) {
+        r.engine = engine_stats(datapath->engine().counters());
+        const DatapathCounters& f = datapath->counters();
+        r.frames.rx_roce = f.rx_roce;
+        r.frames.rx_other = f.rx_other;
+        r.frames.rx_malformed = f.rx_malformed;
+        const net::PortCounters p = datapath->port_counters();
+        r.port.rx_frames = p.rx_frames;
+        r.port.rx_bytes = p.rx_bytes;
+        r.port.tx_frames = p.tx_frames;
+        r.port.tx_bytes = p.tx_bytes;
+        r.port.tx_dropped = p.tx_dropped;
+        r.neighbours = neighbour_stats(datapath->neighbours().counters());
+        const dma::DmaCounters d = datapath->dma_counters();
+        r.dma.shared_ops = d.shared_ops;
+        r.dma.shared_bytes = d.shared_bytes;
+        r.dma.copy_ops = d.copy_ops;
+        r.dma.copy_bytes = d.copy_bytes;
+        r.dma.faults = d.faults;
+        r.dma.shared_mappings = datapath->shared_mappings();
+        const IdleCounters i = datapath->idle_counters();
+        r.idle.sleeps = i.sleeps;
+        r.idle.woken_by_fd = i.woken_by_fd;
+        r.idle.slept_ns = i.slept_ns;
+    }
+    device.mrs().for_each_mr([&](const mr::Descriptor& d) {
+        switch (way_of(d, datapath)) {
+            case UROCE_MR_WAY_SHARED:
+                ++r.mrs_shared;
+                break;
+            case UROCE_MR_WAY_COPY:
+                ++r.mrs_copy;
+                break;
+            default:
+                ++r.mrs_unserved;
+                break;
+        }
+        return true;
+    });
+    return r;
+}
+
+uroce_ctrl_list_mrs_reply list_mrs_reply(const device::Device& device, const Datapath* datapath,
+                                         std::uint32_t first_index) {
+    uroce_ctrl_list_mrs_reply r{};
+    device.mrs().for_each_mr(
+        [&](const mr::Descriptor& d) {
+            if (r.count == UROCE_LIST_MRS_PER_REPLY) {
+                r.next_index = d.index;  // one more: the next page starts here
+                return false;
+            }
+            uroce_ctrl_mr_entry& e = r.entries[r.count++];
+            e.lkey = d.key();
+            e.pd = d.pd;
+            e.client = d.owner;
+            e.access = d.access;
+            e.addr = d.host_base;
+            e.length = d.length;
+            e.way = way_of(d, datapath);
+            return true;
+        },
+        first_index);
+    return r;
+}
+
+}  // namespace uroce::daemon
