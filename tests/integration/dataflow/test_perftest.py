@@ -45,7 +45,7 @@ def perftest_argv(endpoint, tool, size, iters, tcp_port, extra=()):
 class PerftestTests(unittest.TestCase):
     topo = None  # set by make_suite
 
-    def run_case(self, tool, size, iters, extra=()):
+    def run_case(self, tool, size, iters, extra=(), qps=1):
         topo = self.topo
         port = harness.free_tcp_port()
         server = perftest_argv(topo.server, tool, size, iters, port, extra)
@@ -59,12 +59,13 @@ class PerftestTests(unittest.TestCase):
             self.fail(f"{result.summary()}\n{detail}")
         self.assertIsNotNone(row, f"no result row in the client's output\n{detail}")
         self.assertEqual(int(row["#bytes"]), size, detail)
-        self.assertEqual(int(row["#iterations"]), iters, detail)
+        # perftest counts iterations over all QPs (-q): -n per QP.
+        self.assertEqual(int(row["#iterations"]), iters * qps, detail)
         self.assertEqual(topo.dead_daemons(), [], topo.daemon_logs())
         return row, detail
 
     def check_bw(self, tool, size, iters, extra=()):
-        row, detail = self.run_case(tool, size, iters, ["-q", str(BW_QPS), *extra])
+        row, detail = self.run_case(tool, size, iters, ["-q", str(BW_QPS), *extra], qps=BW_QPS)
         bw_key = next((k for k in row if k.startswith("BW average")), None)
         self.assertIsNotNone(bw_key, f"no BW average column: {row}\n{detail}")
         self.assertGreater(row[bw_key], 0.0, detail)
