@@ -6,6 +6,7 @@
 // Publishes the device under the state directory (a sysfs-style tree for
 // libibverbs, the /dev/infiniband node, the control socket) and serves
 // clients until SIGINT or SIGTERM. Logs go to stderr.
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -81,6 +82,12 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         }
         const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, have_rx_fd);
         if (!d.sleep) {
+            if (!worked) {
+                // Spinning for a reply: let anything else runnable on this
+                // CPU (a client, a second daemon) go first. On small
+                // machines the reply usually comes from one of them.
+                sched_yield();
+            }
             continue;
         }
         // rings.h doorbell protocol: arm, then look once more before sleeping.
