@@ -16,7 +16,7 @@ constexpr std::uint32_t kAllAccess =
 
 class TwoNodes : public ::testing::Test {
 protected:
-    TwoNodes() : a_(wire_, 0, 1), b_(wire_, 1, 0) {}
+    explicit TwoNodes(bool ipv6 = false) : a_(wire_, 0, 1, ipv6), b_(wire_, 1, 0, ipv6) {}
 
     void make_qp(Node& n, TestQp& q, std::uint32_t qpn, qp::QpType type, std::uint32_t cq_handle) {
         q.qpn = qpn;

@@ -100,11 +100,15 @@ constexpr std::uint32_t kOwner = 1;
 
 class Node {
 public:
-    Node(Wire& wire, int self, int peer)
+    Node(Wire& wire, int self, int peer, bool ipv6 = false)
         : sink_(wire, peer), memory_(::getpid()), mrs_(pds_) {
         EngineConfig cfg;
         cfg.mac = {0x02, 0, 0, 0, 0, static_cast<std::uint8_t>(self + 1)};
-        cfg.gids.push_back(device::GidEntry{ipv4_gid(static_cast<std::uint8_t>(self + 1)), device::GidType::RoceV2});
+        wire::Gid gid = ipv4_gid(static_cast<std::uint8_t>(self + 1));
+        if (ipv6) {
+            gid = wire::Gid{0xFD, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, static_cast<std::uint8_t>(self + 1)};
+        }
+        cfg.gids.push_back(device::GidEntry{gid, device::GidType::RoceV2});
         gid_ = cfg.gids[0].gid;
         engine_ = std::make_unique<Engine>(
             cfg, mrs_, sink_, [this](std::uint32_t) { return &memory_; },
