@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "memory_sharing.h"
 #include "provider.h"
 
 namespace uroce::provider {
@@ -27,6 +28,12 @@ int DaemonLink::open(const char* socket_path, int& async_fd) {
         return err == EACCES ? EACCES : ENODEV;
     }
     client_.set_timeout_ms(kReplyTimeoutMs);
+    // The daemon copies to and from our memory with process_vm_* where it
+    // cannot share it; under Yama ptrace_scope 1 that needs our consent
+    // (best effort: a root daemon does not need it).
+    if (pid_t daemon = 0; peer_pid(client_.fd(), daemon) == 0) {
+        allow_daemon_access(daemon);
+    }
     auto hello = request<uroce_ctrl_hello>(UROCE_CTRL_HELLO);
     hello.abi_version = UROCE_CTRL_VERSION;
     uroce_ctrl_hello_reply reply{};

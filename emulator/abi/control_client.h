@@ -20,6 +20,8 @@ public:
     // 0, or an errno (ENOENT: no daemon at that path; ECONNREFUSED: stale socket).
     int connect(const std::string& socket_path);
     [[nodiscard]] bool connected() const { return fd_ >= 0; }
+    // The connected socket (-1 when not connected), e.g. for SO_PEERCRED.
+    [[nodiscard]] int fd() const { return fd_; }
     void close();
 
     // Sends `req` (its header's magic, version, length and seq are filled in)
