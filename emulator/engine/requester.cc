@@ -76,8 +76,10 @@ std::uint8_t operation_code(const SendWqe& w, std::uint32_t index, std::uint32_t
 void Engine::fetch_new_wqes(QueuePair& qp, Clock::time_point now) {
     const std::uint32_t produced = qp.sq.producer();
     // A producer more than a ring ahead of what we retired is garbage: the
-    // provider never posts into slots we have not freed.
-    if (produced - qp.retired > qp.sq.entries()) {
+    // provider never posts into slots we have not freed. So is one behind
+    // what we fetched: posts are never taken back (and the loop below would
+    // run 2^32 times).
+    if (produced - qp.retired > qp.sq.entries() || produced - qp.retired < qp.fetched - qp.retired) {
         ++counters_.bad_wqes;
         qp.fetched = qp.retired;
         move_to_error(qp, now);
@@ -385,7 +387,7 @@ void Engine::flush_send_queue(QueuePair& qp) {
     // completes with WR_FLUSH_ERR (always generating a CQE).
     if (qp.sq.valid() && qp.sq.producer() != qp.fetched) {
         const std::uint32_t produced = qp.sq.producer();
-        if (produced - qp.retired <= qp.sq.entries()) {
+        if (produced - qp.retired <= qp.sq.entries() && produced - qp.retired >= qp.fetched - qp.retired) {
             while (qp.fetched != produced) {
                 SendWqe& w = qp.wqe(qp.fetched);
                 if (!fetch_send_wqe(qp.sq, qp.fetched, qp.type, qp.scratch, w).empty()) {
