@@ -40,7 +40,7 @@ engine::WorkRing view(const device::WorkQueueRing& r) {
 }  // namespace
 
 Datapath::Datapath(device::Device& device, net::Port& port)
-    : device_(device), port_(port), neighbours_(port, port.mac(), addresses_of(device)), rx_(kRxBurst) {
+    : port_(port), neighbours_(port, port.mac(), addresses_of(device)), rx_(kRxBurst) {
     engine::EngineConfig cfg;
     cfg.mac = port.mac();
     cfg.gids = device.gids();

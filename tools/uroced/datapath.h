@@ -104,7 +104,6 @@ public:
 private:
     dma::ClientMemory* memory_of(std::uint32_t client);
 
-    device::Device& device_;
     net::Port& port_;
     net::Neighbours neighbours_;
     std::unique_ptr<engine::Engine> engine_;
