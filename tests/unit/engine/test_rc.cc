@@ -299,6 +299,23 @@ TEST_F(Rc, MalformedWqeFailsOnlyItsQp) {
     EXPECT_EQ(b_.engine().qp_state(0x22), qp::QpState::Rts);
 }
 
+TEST_F(Rc, ProducerIndexMovedBackwardsErrorsTheQpWithoutHanging) {
+    std::vector<std::uint8_t> src(10, 1);
+    const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
+    const uroce_sge s = sge_of(src.data(), 10, smr.lkey);
+    for (int i = 0; i < 5; ++i) {
+        qa_.post_send(send_wqe(WrOpcode::Send, static_cast<std::uint64_t>(i), 1, 0), std::span(&s, 1));
+    }
+    a_.engine().poll(now_);  // fetches all five
+    // A buggy client takes posts back (found by fuzz_engine: the engine
+    // looped 2^32 times).
+    std::atomic_ref<std::uint32_t>(qa_.sq()->producer).store(2, std::memory_order_release);
+    a_.engine().poll(now_);
+    EXPECT_EQ(a_.engine().qp_state(0x11), qp::QpState::Err);
+    EXPECT_GE(a_.engine().counters().bad_wqes, 1u);
+    EXPECT_EQ(b_.engine().qp_state(0x22), qp::QpState::Rts);
+}
+
 TEST_F(Rc, ErrorStateFlushesPostedReceives) {
     std::vector<std::uint8_t> dst(100);
     const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);
