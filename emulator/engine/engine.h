@@ -180,6 +180,10 @@ private:
     void on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
     void on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
     bool take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now);
+    // Takes a receive WQE for the message at `psn`, or answers RNR (RC) /
+    // drops the message (UC). True when the QP holds one now.
+    bool claim_recv(QueuePair& qp, wire::Psn psn, Clock::time_point now);
+    void send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t original, Clock::time_point now);
     void responder_poll(QueuePair& qp, Clock::time_point now);
     void send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now);
     void send_read_responses(QueuePair& qp, Clock::time_point now);

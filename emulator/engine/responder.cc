@@ -101,6 +101,43 @@ void Engine::send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock
     send_frame(qp, f, {}, now);
 }
 
+void Engine::send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t original, Clock::time_point now) {
+    wire::PacketFields f;
+    if (!fill_path(qp, qp.attr.ah_attr, f)) {
+        return;
+    }
+    f.bth.opcode = wire::opcode::kRcAtomicAcknowledge;
+    f.bth.dest_qp = qp.attr.dest_qp_num;
+    f.bth.psn = psn;
+    f.ext.aeth.syndrome = ack_syndrome();
+    f.ext.aeth.msn = qp.msn & 0xFFFFFF;
+    f.ext.atomic_ack_original = original;
+    send_frame(qp, f, {}, now);
+}
+
+bool Engine::claim_recv(QueuePair& qp, wire::Psn psn, Clock::time_point now) {
+    if (take_recv(qp, qp.recv, now)) {
+        qp.recv_taken = true;
+        qp.recv_failed = false;
+        return true;
+    }
+    if (qp.attr.state == qp::QpState::Err) {
+        return false;  // the RQ itself was broken: the QP is in error now
+    }
+    if (qp.type == qp::QpType::Rc) {
+        // Receiver not ready (IBA 9.7.5.2.8): the requester waits
+        // min_rnr_timer and sends this PSN again.
+        ++counters_.rnr_naks_sent;
+        send_ack(qp, wire::make_syndrome(wire::AckKind::RnrNak, qp.attr.min_rnr_timer), psn, now);
+    } else {
+        // UC: the message is lost; resume at the next FIRST or ONLY.
+        ++counters_.rx_dropped;
+        qp.uc_resync = true;
+        qp.epsn = psn + 1;
+    }
+    return false;
+}
+
 bool Engine::take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now) {
     WorkRing* ring = nullptr;
     std::uint32_t* consumed = nullptr;
@@ -287,16 +324,7 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
                                                qp.pending_reads.end());
                         qp.pending_reads.push_back(PendingRead{i, static_cast<std::uint32_t>(from)});
                     } else if (r.kind == ResponderResource::Kind::Atomic) {
-                        wire::PacketFields f;
-                        if (fill_path(qp, qp.attr.ah_attr, f)) {
-                            f.bth.opcode = wire::opcode::kRcAtomicAcknowledge;
-                            f.bth.dest_qp = qp.attr.dest_qp_num;
-                            f.bth.psn = r.psn;
-                            f.ext.aeth.syndrome = ack_syndrome();
-                            f.ext.aeth.msn = qp.msn & 0xFFFFFF;
-                            f.ext.atomic_ack_original = r.original;
-                            send_frame(qp, f, {}, now);
-                        }
+                        send_atomic_ack(qp, r.psn, r.original, now);
                     }
                     return;
                 }
@@ -371,26 +399,8 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
     rr.peer.qpn = qp.attr.dest_qp_num;
 
     if (is_send) {
-        const bool needs_wqe = starts && !qp.recv_taken;
-        if (needs_wqe) {
-            if (!take_recv(qp, qp.recv, now)) {
-                if (qp.attr.state == qp::QpState::Err) {
-                    return;
-                }
-                if (rc) {
-                    // Receiver not ready (IBA 9.7.5.2.8): the requester waits
-                    // min_rnr_timer and sends this PSN again.
-                    ++counters_.rnr_naks_sent;
-                    send_ack(qp, wire::make_syndrome(wire::AckKind::RnrNak, qp.attr.min_rnr_timer), psn, now);
-                } else {
-                    ++counters_.rx_dropped;
-                    qp.uc_resync = true;
-                    qp.epsn = psn + 1;
-                }
-                return;
-            }
-            qp.recv_taken = true;
-            qp.recv_failed = false;
+        if (starts && !qp.recv_taken && !claim_recv(qp, psn, now)) {
+            return;
         }
         if (starts) {
             qp.recv_offset = 0;
@@ -453,21 +463,8 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
         }
         // WRITE with immediate consumes a receive WQE: make sure there is one
         // before any byte lands, so an RNR retry repeats nothing partial.
-        if (ends && info.has_immediate && !qp.recv_taken) {
-            if (!take_recv(qp, qp.recv, now)) {
-                if (qp.attr.state == qp::QpState::Err) {
-                    return;
-                }
-                if (rc) {
-                    ++counters_.rnr_naks_sent;
-                    send_ack(qp, wire::make_syndrome(wire::AckKind::RnrNak, qp.attr.min_rnr_timer), psn, now);
-                } else {
-                    ++counters_.rx_dropped;
-                }
-                return;
-            }
-            qp.recv_taken = true;
-            qp.recv_failed = false;
+        if (ends && info.has_immediate && !qp.recv_taken && !claim_recv(qp, psn, now)) {
+            return;
         }
         if (payload > 0) {
             rr.rkey = qp.write_rkey;
@@ -568,16 +565,7 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
         r.original = original;
         ++qp.msn;
         qp.epsn = psn + 1;
-        wire::PacketFields f;
-        if (fill_path(qp, qp.attr.ah_attr, f)) {
-            f.bth.opcode = wire::opcode::kRcAtomicAcknowledge;
-            f.bth.dest_qp = qp.attr.dest_qp_num;
-            f.bth.psn = psn;
-            f.ext.aeth.syndrome = ack_syndrome();
-            f.ext.aeth.msn = qp.msn & 0xFFFFFF;
-            f.ext.atomic_ack_original = original;
-            send_frame(qp, f, {}, now);
-        }
+        send_atomic_ack(qp, psn, original, now);
         return;
     } else {
         fail(wire::NakCode::InvalidRequest);
