@@ -266,6 +266,9 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
     while (budget > 0 && qp.sending != qp.fetched && qp.attr.state != qp::QpState::Err) {
         SendWqe& w = qp.wqe(qp.sending);
         if (!w.started) {
+            if (qp.attr.state == qp::QpState::Sqd) {
+                break;  // SQD (IBA 10.3.1): finish what started, begin nothing new
+            }
             if (!start_wqe(qp, w, now)) {
                 break;
             }

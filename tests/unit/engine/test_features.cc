@@ -160,6 +160,26 @@ TEST_F(Features, FencedWriteWaitsForTheReadBeforeIt) {
     EXPECT_TRUE(std::all_of(remote.begin(), remote.begin() + 100, [](std::uint8_t c) { return c == 0x5A; }));
 }
 
+TEST_F(Features, SendQueueDrainedStateStartsNothingNew) {
+    std::vector<std::uint8_t> src(10, 1), dst(100, 0);
+    const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
+    const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);
+    const uroce_sge r = sge_of(dst.data(), 100, dmr.lkey);
+    qb_.post_recv(1, std::span(&r, 1));
+    qp::QpAttr attr = rts_attr(b_, 0x22);
+    attr.state = qp::QpState::Sqd;
+    a_.engine().modify_qp(0x11, attr, qp::AttrMask::kState);
+    const uroce_sge s = sge_of(src.data(), 10, smr.lkey);
+    qa_.post_send(send_wqe(WrOpcode::Send, 1, 1), std::span(&s, 1));
+    run_until([] { return false; }, 50);
+    EXPECT_TRUE(qa_.poll().empty());  // posted in SQD: held
+    attr.state = qp::QpState::Rts;
+    a_.engine().modify_qp(0x11, attr, qp::AttrMask::kState);
+    const auto a = wait_for(qa_, 1);
+    ASSERT_EQ(a.size(), 1u);
+    EXPECT_EQ(a[0].status, 0u);
+}
+
 class Ipv6 : public TwoNodes {
 protected:
     Ipv6() : TwoNodes(true) {}
