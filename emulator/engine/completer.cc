@@ -21,13 +21,6 @@ constexpr std::array<std::uint32_t, 32> kRnrTimerUs = {
     20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
 };
 
-std::optional<Clock::duration> ack_timeout_of(std::uint8_t code) {
-    if (code == 0) {
-        return std::nullopt;
-    }
-    const std::uint64_t ns = std::uint64_t{4096} << std::min<std::uint8_t>(code, 31);
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns));
-}
 
 }  // namespace
 
@@ -70,8 +63,8 @@ void Engine::acknowledge_through(QueuePair& qp, wire::Psn psn, Clock::time_point
     // Keep the timer only while something is still unacknowledged.
     if (qp.unacked == qp.next_psn) {
         qp.retransmit_at.reset();
-    } else if (const auto t = ack_timeout_of(qp.attr.timeout)) {
-        qp.retransmit_at = now + *t;
+    } else {
+        qp.restart_retransmit_timer(now);
     }
     retire_done(qp);
 }
@@ -230,9 +223,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
             acknowledge_through(qp, psn, now);
         } else if (psn >= qp.unacked) {
             qp.unacked = psn + 1;
-            if (const auto t = ack_timeout_of(qp.attr.timeout)) {
-                qp.retransmit_at = now + *t;
-            }
+            qp.restart_retransmit_timer(now);
         }
         return;
     }

@@ -73,17 +73,7 @@ void Engine::remove_ah(std::uint32_t handle) { ahs_.erase(handle); }
 
 void Engine::add_qp(const QpSetup& s) {
     auto qp = std::make_unique<QueuePair>();
-    qp->qpn = s.qpn;
-    qp->owner = s.owner;
-    qp->pd = s.pd;
-    qp->type = s.type;
-    qp->send_cq = s.send_cq;
-    qp->recv_cq = s.recv_cq;
-    qp->srq = s.srq;
-    qp->sq_sig_all = s.sq_sig_all;
-    qp->cookie = s.cookie;
-    qp->sq = s.sq;
-    qp->rq = s.rq;
+    static_cast<QpSetup&>(*qp) = s;
     qp->wqes.resize(std::max<std::uint32_t>(s.sq.entries(), 1));
     for (auto& w : qp->wqes) {
         w.sge.reserve(s.sq.max_sge());
@@ -130,8 +120,7 @@ void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t 
     if (attr.state == qp::QpState::Reset) {
         // Back to RESET: forget everything in flight (ibv_modify_qp(3)). The
         // rings restart empty; the provider resets its indices as well.
-        QpSetup s{qp.qpn, qp.owner, qp.pd, qp.type, qp.send_cq, qp.recv_cq, qp.srq, qp.sq_sig_all, qp.cookie,
-                  qp.sq, qp.rq};
+        const QpSetup s = qp;  // the identity and wiring, nothing in flight
         const std::uint32_t sq_producer = qp.sq.valid() ? qp.sq.producer() : 0;
         const std::uint32_t rq_producer = qp.rq.valid() ? qp.rq.producer() : 0;
         add_qp(s);
@@ -237,8 +226,9 @@ void Engine::send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const st
 
 // ---- DMA between SGE lists and packets ----
 
-WcStatus Engine::scatter(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset,
-                         std::span<const std::uint8_t> data) {
+template <typename Move>
+WcStatus Engine::walk_sges(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset, std::size_t length,
+                           bool device_writes, Move move) {
     dma::ClientMemory* mem = memory(qp.owner);
     if (mem == nullptr) {
         return WcStatus::LocProtErr;
@@ -246,27 +236,34 @@ WcStatus Engine::scatter(const QueuePair& qp, std::span<const Sge> sges, std::ui
     EpochGuard guard(mrs_.epoch());
     std::size_t done = 0;
     for (const Sge& s : sges) {
-        if (done == data.size()) {
+        if (done == length) {
             break;
         }
         if (offset >= s.length) {
             offset -= s.length;
             continue;
         }
-        const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, data.size() - done);
-        const mr::Translation t =
-            mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, /*device_writes=*/true, qp.qpn);
+        const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, length - done);
+        const mr::Translation t = mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, device_writes, qp.qpn);
         if (!t.ok()) {
             return mr::info(t.status).wc_status;
         }
-        if (mem->write(t.host_addr, data.data() + done, n) != 0) {
+        if (move(*mem, t.host_addr, done, static_cast<std::size_t>(n)) != 0) {
             ++counters_.dma_faults;
             return WcStatus::LocProtErr;
         }
         done += n;
         offset = 0;
     }
-    return done == data.size() ? WcStatus::Success : WcStatus::LocLenErr;
+    return done == length ? WcStatus::Success : WcStatus::LocLenErr;
+}
+
+WcStatus Engine::scatter(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset,
+                         std::span<const std::uint8_t> data) {
+    return walk_sges(qp, sges, offset, data.size(), /*device_writes=*/true,
+                     [&](dma::ClientMemory& mem, std::uint64_t host, std::size_t at, std::size_t n) {
+                         return mem.write(host, data.data() + at, n);
+                     });
 }
 
 WcStatus Engine::gather(const QueuePair& qp, const SendWqe& w, std::uint64_t offset, std::span<std::uint8_t> out) {
@@ -277,34 +274,10 @@ WcStatus Engine::gather(const QueuePair& qp, const SendWqe& w, std::uint64_t off
         std::copy_n(w.inline_data.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
         return WcStatus::Success;
     }
-    dma::ClientMemory* mem = memory(qp.owner);
-    if (mem == nullptr) {
-        return WcStatus::LocProtErr;
-    }
-    EpochGuard guard(mrs_.epoch());
-    std::size_t done = 0;
-    for (const Sge& s : w.sge) {
-        if (done == out.size()) {
-            break;
-        }
-        if (offset >= s.length) {
-            offset -= s.length;
-            continue;
-        }
-        const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, out.size() - done);
-        const mr::Translation t =
-            mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, /*device_writes=*/false, qp.qpn);
-        if (!t.ok()) {
-            return mr::info(t.status).wc_status;
-        }
-        if (mem->read(t.host_addr, out.data() + done, n) != 0) {
-            ++counters_.dma_faults;
-            return WcStatus::LocProtErr;
-        }
-        done += n;
-        offset = 0;
-    }
-    return done == out.size() ? WcStatus::Success : WcStatus::LocLenErr;
+    return walk_sges(qp, w.sge, offset, out.size(), /*device_writes=*/false,
+                     [&](dma::ClientMemory& mem, std::uint64_t host, std::size_t at, std::size_t n) {
+                         return mem.read(host, out.data() + at, n);
+                     });
 }
 
 // ---- errors ----

@@ -43,7 +43,7 @@ struct EngineCounters {
     std::uint64_t rx_packets = 0;
     std::uint64_t tx_packets = 0;
     std::uint64_t rx_dropped = 0;     // silently dropped requests/responses (see docs/wire.md)
-    std::uint64_t retransmits = 0;    // packets sent again (timeout, NAK)
+    std::uint64_t retransmits = 0;    // times the requester went back to resend (timeout, NAK, lost response)
     std::uint64_t timeouts = 0;
     std::uint64_t rnr_naks_sent = 0;
     std::uint64_t rnr_naks_received = 0;
@@ -53,20 +53,6 @@ struct EngineCounters {
     std::uint64_t bad_wqes = 0;
     std::uint64_t cq_overruns = 0;
     std::uint64_t dma_faults = 0;
-};
-
-struct QpSetup {
-    std::uint32_t qpn = 0;
-    std::uint32_t owner = 0;
-    std::uint32_t pd = 0;
-    qp::QpType type = qp::QpType::Rc;
-    std::uint32_t send_cq = 0;
-    std::uint32_t recv_cq = 0;
-    std::uint32_t srq = 0;
-    bool sq_sig_all = false;
-    std::uint64_t cookie = 0;
-    WorkRing sq;
-    WorkRing rq;
 };
 
 struct EngineConfig {
@@ -160,6 +146,11 @@ private:
                      std::span<const std::uint8_t> data);
     // Gather `len` bytes at `offset` of a send WQE's data into `out`.
     WcStatus gather(const QueuePair& qp, const SendWqe& w, std::uint64_t offset, std::span<std::uint8_t> out);
+    // Both: checks each SGE piece of [offset, offset + length) with its lkey
+    // and lets `move(memory, host_addr, position, bytes)` carry the bytes.
+    template <typename Move>
+    WcStatus walk_sges(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset, std::size_t length,
+                       bool device_writes, Move move);
 
     // requester.cc
     bool requester_poll(QueuePair& qp, Clock::time_point now);

@@ -40,8 +40,8 @@ struct PendingRead {
     std::uint32_t next = 0;  // packet index within the response
 };
 
-struct QueuePair {
-    // Identity and wiring (set at creation).
+// A QP's identity and wiring, fixed at creation (Engine::add_qp).
+struct QpSetup {
     std::uint32_t qpn = 0;
     std::uint32_t owner = 0;
     std::uint32_t pd = 0;
@@ -53,7 +53,18 @@ struct QueuePair {
     std::uint64_t cookie = 0;
     WorkRing sq;
     WorkRing rq;  // invalid when the QP uses an SRQ
+};
 
+// Local ACK timeout (IBA 9.7.6.1.3): 4.096 us * 2^timeout; 0 waits forever.
+[[nodiscard]] inline std::optional<Clock::duration> ack_timeout(std::uint8_t code) {
+    if (code == 0) {
+        return std::nullopt;
+    }
+    const std::uint64_t ns = std::uint64_t{4096} << (code < 31 ? code : 31);
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns));
+}
+
+struct QueuePair : QpSetup {
     qp::QpAttr attr;
     std::uint32_t mtu = 1024;  // path MTU in bytes
 
@@ -108,6 +119,12 @@ struct QueuePair {
                attr.state == qp::QpState::Sqd;
     }
     SendWqe& wqe(std::uint32_t index) { return wqes[index & (sq.entries() - 1)]; }
+    // (Re)starts the retransmit timer from `now`, unless the timeout is infinite.
+    void restart_retransmit_timer(Clock::time_point now) {
+        if (const auto t = ack_timeout(attr.timeout)) {
+            retransmit_at = now + *t;
+        }
+    }
 };
 
 }  // namespace uroce::engine

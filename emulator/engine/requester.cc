@@ -13,14 +13,6 @@ namespace uroce::engine {
 
 namespace {
 
-std::optional<Clock::duration> ack_timeout(std::uint8_t code) {
-    if (code == 0) {
-        return std::nullopt;  // 0: wait forever (ibv_modify_qp(3))
-    }
-    // IBA 9.7.6.1.3: 4.096 us * 2^timeout.
-    const std::uint64_t ns = std::uint64_t{4096} << std::min<std::uint8_t>(code, 31);
-    return std::chrono::duration_cast<Clock::duration>(std::chrono::nanoseconds(ns));
-}
 
 std::uint8_t transport_base(qp::QpType t) {
     switch (t) {
@@ -234,9 +226,7 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     }
     send_frame(qp, f, payload, now);
     if (qp.type == qp::QpType::Rc && !qp.retransmit_at) {
-        if (const auto t = ack_timeout(qp.attr.timeout)) {
-            qp.retransmit_at = now + *t;
-        }
+        qp.restart_retransmit_timer(now);
     }
     return true;
 }
@@ -380,9 +370,7 @@ void Engine::requester_timers(QueuePair& qp, Clock::time_point now) {
         --qp.retry_left;
     }
     rewind_to(qp, qp.unacked);
-    if (const auto t = ack_timeout(qp.attr.timeout)) {
-        qp.retransmit_at = now + *t;
-    }
+    qp.restart_retransmit_timer(now);
 }
 
 void Engine::flush_send_queue(QueuePair& qp) {

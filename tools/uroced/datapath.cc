@@ -109,30 +109,18 @@ void Datapath::on_client(std::uint32_t client, pid_t pid) {
 void Datapath::on_client_gone(std::uint32_t client) {
     // Everything the client owned leaves the engine before its rings are
     // unmapped and its memory forgotten.
-    for (auto it = qps_.begin(); it != qps_.end();) {
-        if (it->second->owner == client) {
-            engine_->remove_qp(it->first);
-            it = qps_.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    for (auto it = srqs_.begin(); it != srqs_.end();) {
-        if (it->second->owner == client) {
-            engine_->remove_srq(it->first);
-            it = srqs_.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    for (auto it = cqs_.begin(); it != cqs_.end();) {
-        if (it->second->owner == client) {
-            engine_->remove_cq(it->first);
-            it = cqs_.erase(it);
-        } else {
-            ++it;
-        }
-    }
+    auto remove_owned = [client](auto& objects, auto remove) {
+        std::erase_if(objects, [&](const auto& entry) {
+            if (entry.second->owner != client) {
+                return false;
+            }
+            remove(entry.first);
+            return true;
+        });
+    };
+    remove_owned(qps_, [this](std::uint32_t qpn) { engine_->remove_qp(qpn); });
+    remove_owned(srqs_, [this](std::uint32_t srq) { engine_->remove_srq(srq); });
+    remove_owned(cqs_, [this](std::uint32_t cq) { engine_->remove_cq(cq); });
     // Its mappings go with its ClientMemory; keep its DMA counters for stats.
     if (auto m = memories_.find(client); m != memories_.end()) {
         add_to(departed_dma_, m->second->counters());
