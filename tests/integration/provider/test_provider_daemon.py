@@ -424,8 +424,17 @@ class SharedRings(unittest.TestCase):
         other.close()
         self.keep(other_fds)
         self.assertEqual(status, 0)
-        os.write(fds[0], struct.pack("<Q", 3))
-        self.assertEqual(struct.unpack("<Q", os.read(other_fds[0], 8))[0], 3)
+        # The same eventfd: the kernel names each one with an eventfd-id
+        # (fdinfo). Writing one and reading the other would race with the
+        # daemon, which drains its doorbell whenever it wakes.
+        def eventfd_id(fd):
+            with open(f"/proc/self/fdinfo/{fd}") as f:
+                return next(line.split()[1] for line in f if line.startswith("eventfd-id:"))
+
+        self.assertEqual(eventfd_id(fds[0]), eventfd_id(other_fds[0]))
+        mine = os.eventfd(0)
+        self.keep([mine])
+        self.assertNotEqual(eventfd_id(mine), eventfd_id(fds[0]))  # the check can tell eventfds apart
 
 
 def main():
