@@ -16,10 +16,12 @@
 #include <bit>
 #include <cctype>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "packet_wake_ring.h"
@@ -201,7 +203,14 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
     CPU_ZERO(&allowed);
     const bool have_affinity = sched_getaffinity(0, sizeof allowed, &allowed) == 0;
     if (rte_eal_init(static_cast<int>(argv.size()), argv.data()) < 0) {
-        throw dpdk_error("cannot start the DPDK EAL for --port " + spec, rte_errno);
+        const int err = rte_errno;
+        // What it made of its runtime directory is ours alone (the
+        // instance is unique while the daemon runs, docs/daemon.md).
+        std::error_code ec;
+        if (const char* dir = rte_eal_get_runtime_dir(); dir != nullptr && dir[0] != '\0') {
+            std::filesystem::remove_all(dir, ec);
+        }
+        throw dpdk_error("cannot start the DPDK EAL for --port " + spec, err);
     }
     if (have_affinity) {
         sched_setaffinity(0, sizeof allowed, &allowed);
@@ -342,8 +351,13 @@ void DpdkPort::shutdown() {
         mempool_ = nullptr;
     }
     if (eal_started_) {
+        // The EAL leaves its runtime directory (/var/run/dpdk/<file-prefix>:
+        // config, fbarray and socket files) behind; nobody else uses ours.
+        const std::string runtime_dir = rte_eal_get_runtime_dir();
         rte_eal_cleanup();
         eal_started_ = false;
+        std::error_code ec;
+        std::filesystem::remove_all(runtime_dir, ec);
     }
     wake_ring_.reset();
 }

@@ -68,7 +68,8 @@ struct DpdkPortStats {
 class DpdkPort final : public net::Port {
 public:
     // `spec`: a PCI address (0000:3b:00.1) or vdev devargs. `instance`
-    // separates the EAL files of daemons on one host. Throws
+    // separates the EAL files of daemons on one host (--file-prefix
+    // uroce-<instance>; the runtime directory is removed at shutdown). Throws
     // std::runtime_error with DPDK's reason. One per process: the EAL starts
     // once.
     DpdkPort(const std::string& spec, const std::string& instance, const DpdkPortOptions& options = {});

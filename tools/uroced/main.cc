@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <filesystem>
@@ -26,6 +27,8 @@
 #include "dpdk_port.h"
 #endif
 #include "device/device.h"
+#include "device_node.h"
+#include "instance_lock.h"
 #include "log.h"
 #include "sysfs_tree.h"
 #include "wire/describe.h"
@@ -42,6 +45,42 @@ uroce::wire::MacAddr loopback_mac(const std::string& name) {
     const std::size_t h = std::hash<std::string>{}(name);
     return {0x02, 0x75, static_cast<std::uint8_t>(h >> 24), static_cast<std::uint8_t>(h >> 16),
             static_cast<std::uint8_t>(h >> 8), static_cast<std::uint8_t>(h)};
+}
+
+// What separates this daemon's DPDK files (/var/run/dpdk/uroce-<this>)
+// from those of others: the device name and the state directory, since two
+// daemons of one name in two network namespaces share /var/run. FNV-1a
+// (stable across builds, unlike std::hash) of the absolute state directory.
+std::string dpdk_instance(const std::string& name, const std::filesystem::path& state_dir) {
+    std::uint32_t h = 2166136261u;  // FNV-1a 32-bit offset basis
+    for (const char c : std::filesystem::absolute(state_dir).lexically_normal().string()) {
+        h = (h ^ static_cast<std::uint8_t>(c)) * 16777619u;  // FNV prime
+    }
+    return fmt::format("{}-{:08x}", name, h);
+}
+
+// Takes the state directory's lock for `name`; false (logged) when another
+// uroced holds it or it cannot be taken.
+bool lock_instance(const uroce::daemon::InstanceLock& lock, const std::string& name, const std::string& state_dir) {
+    using Outcome = uroce::daemon::InstanceLock::Outcome;
+    switch (lock.outcome()) {
+        case Outcome::Acquired:
+            if (lock.found_stale()) {
+                uroce::daemon::log_warn("the last uroced of {} in {} did not stop cleanly; removing what it left",
+                                        name, state_dir);
+            }
+            return true;
+        case Outcome::HeldByOther:
+            uroce::daemon::log_error("another uroced ({}) is serving {} from {} (it holds {}); stop it first, or "
+                                     "give this one another --name or --state-dir",
+                                     lock.holder_pid() ? fmt::format("pid {}", *lock.holder_pid()) : "pid unknown",
+                                     name, state_dir, lock.path().string());
+            return false;
+        case Outcome::Failed:
+            uroce::daemon::log_error("{}", lock.problem());
+            return false;
+    }
+    return false;
 }
 
 // The daemon's one loop: the data path runs while there is work and for a
@@ -150,6 +189,17 @@ int main(int argc, char** argv) {
         }
         cfg.ips.push_back(*gid);
     }
+    std::unique_ptr<daemon::InstanceLock> lock;
+    try {
+        std::filesystem::create_directories(state_dir);
+        lock = std::make_unique<daemon::InstanceLock>(state_dir, name);
+    } catch (const std::exception& e) {
+        daemon::log_error("{}", e.what());
+        return 1;
+    }
+    if (!lock_instance(*lock, name, state_dir)) {
+        return 1;
+    }
     try {
 #ifdef UROCE_HAVE_DPDK
         std::unique_ptr<port::DpdkPort> nic;
@@ -168,7 +218,7 @@ int main(int argc, char** argv) {
 #ifdef UROCE_HAVE_DPDK
             port::DpdkPortOptions options;
             options.mtu = mtu;
-            nic = std::make_unique<port::DpdkPort>(port_spec, name, options);
+            nic = std::make_unique<port::DpdkPort>(port_spec, dpdk_instance(name, state_dir), options);
             const auto& info = nic->info();
             cfg.port.mac = info.mac;
             cfg.port.netdev_mtu = info.mtu;  // the effective MTU, after the port clamped --mtu
@@ -186,7 +236,6 @@ int main(int argc, char** argv) {
 #endif
         }
         device::Device dev(cfg);
-        std::filesystem::create_directories(state_dir);
         const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
         daemon::ControlServer server(socket_path, dev);
         daemon::Datapath datapath(dev, *port);
@@ -208,10 +257,12 @@ int main(int argc, char** argv) {
         sd.control_socket = socket_path;
         sd.gids = dev.gids();
         daemon::SysfsTree tree(std::filesystem::path(state_dir) / "sys", sd);
-        bool node_created = false;
-        const std::string node_problem = daemon::ensure_device_node(tree.uverbs_name(), node_created);
-        if (!node_problem.empty()) {
-            daemon::log_warn("{}", node_problem);
+        const daemon::DeviceNode node(tree.uverbs_name());
+        if (!node.problem().empty()) {
+            daemon::log_warn("{}", node.problem());
+        }
+        if (tree.removed_stale() || node.removed_stale()) {
+            daemon::log_info("removed the stale entries of a uroced that did not stop cleanly");
         }
 
         struct sigaction sa {};
@@ -227,9 +278,6 @@ int main(int argc, char** argv) {
 
         daemon::log_info("stopping: telling {} clients the device is gone", dev.client_count());
         server.shutdown_clients();
-        if (node_created) {
-            daemon::remove_device_node(tree.uverbs_name());
-        }
     } catch (const std::exception& e) {
         daemon::log_error("{}", e.what());
         return 1;

@@ -1,7 +1,6 @@
 #include "sysfs_tree.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <stdexcept>
@@ -27,9 +26,23 @@ std::string guid_text(std::uint64_t g) {
                        g & 0xFFFF);
 }
 
+// Whether `dir` holds nothing but `name`.
+bool only_entry(const fs::path& dir, const std::string& name) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        if (e.path().filename() != name) {
+            return false;
+        }
+    }
+    return !ec;
+}
+
 }  // namespace
 
 SysfsTree::SysfsTree(fs::path root, const SysfsDevice& dev) : root_(std::move(root)), name_(dev.name) {
+    std::error_code ec;
+    removed_stale_ = fs::remove_all(root_ / "class/infiniband" / name_, ec) > 0;
+    removed_stale_ = fs::remove_all(root_ / "class/infiniband_verbs" / uverbs_name(), ec) > 0 || removed_stale_;
     // ABI version 6 of the uverbs interface: what libibverbs 44 requires (3..6).
     write_file(root_ / "class/infiniband_verbs/abi_version", "6");
     const fs::path uv = root_ / "class/infiniband_verbs" / uverbs_name();
@@ -58,34 +71,18 @@ SysfsTree::~SysfsTree() {
     std::error_code ec;
     fs::remove_all(root_ / "class/infiniband" / name_, ec);
     fs::remove_all(root_ / "class/infiniband_verbs" / uverbs_name(), ec);
-}
-
-std::string ensure_device_node(const std::string& uverbs_name, bool& created) {
-    created = false;
-    const fs::path node = fs::path("/dev/infiniband") / uverbs_name;
-    std::error_code ec;
-    if (fs::is_symlink(node, ec) || fs::exists(node, ec)) {
-        return {};
+    // The skeleton goes with the last device (fs::remove leaves a non-empty
+    // directory alone). Daemons of different names on one state directory
+    // lock their names only: one starting at the very instant another
+    // stops could lose abi_version here.
+    const fs::path verbs = root_ / "class/infiniband_verbs";
+    if (only_entry(verbs, "abi_version")) {
+        fs::remove(verbs / "abi_version", ec);
+        fs::remove(verbs, ec);
     }
-    fs::create_directories(node.parent_path(), ec);
-    if (!ec && ::symlink("/dev/null", node.c_str()) == 0) {
-        created = true;
-        return {};
-    }
-    return fmt::format(
-        "cannot create {} ({}): libibverbs will not list the device. As root, run once:\n"
-        "  mkdir -p /dev/infiniband && ln -s /dev/null {}\n"
-        "or, unprivileged, run each client inside a private user and mount namespace (docs/daemon.md):\n"
-        "  unshare -Urm sh -ec 'mkdir -p /tmp/hostdev && mount --rbind /dev /tmp/hostdev &&\n"
-        "    mount -t tmpfs tmpfs /dev && for n in null zero random urandom; do touch /dev/$n;\n"
-        "    mount --bind /tmp/hostdev/$n /dev/$n; done && mkdir /dev/infiniband &&\n"
-        "    ln -s /dev/null /dev/infiniband/{} && exec \"$@\"' sh uroce exec -- PROGRAM",
-        node.string(), std::error_code(errno, std::generic_category()).message(), node.string(), uverbs_name);
-}
-
-void remove_device_node(const std::string& uverbs_name) {
-    std::error_code ec;
-    fs::remove(fs::path("/dev/infiniband") / uverbs_name, ec);
+    fs::remove(root_ / "class/infiniband", ec);
+    fs::remove(root_ / "class", ec);
+    fs::remove(root_, ec);
 }
 
 }  // namespace uroce::daemon
