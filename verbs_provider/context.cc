@@ -106,6 +106,7 @@ void release(Context* ctx) {
         ::close(ctx->doorbell_fd);
     }
     delete ctx->link;
+    delete ctx->loss;
     // Closes cmd_fd and async_fd and drops the device reference.
     pabi::verbs_uninit_context(&ctx->vctx);
     std::free(ctx);
@@ -123,8 +124,9 @@ void release(Context* ctx) {
     auto* ctx = static_cast<Context*>(mem);
     ctx->doorbell_fd = -1;
     ctx->link = new (std::nothrow) DaemonLink;
+    ctx->loss = new (std::nothrow) DeviceLoss;
     char path[4096];
-    int err = ctx->link == nullptr ? ENOMEM : 0;
+    int err = ctx->link == nullptr || ctx->loss == nullptr ? ENOMEM : 0;
     if (err == 0 && !replace_cmd_fd(ctx->vctx.context)) {
         err = errno;
     }

@@ -1,7 +1,9 @@
 // The provider's connection to uroced: one Unix SEQPACKET socket per context
 // (abi/control.h), requests serialised by a mutex. A daemon that has gone
 // (closed socket) or stopped answering (no reply within kReplyTimeoutMs)
-// turns every later request into EIO at once: verbs fail, never hang.
+// turns every later request into EIO at once: verbs fail, never hang. An
+// empty CQ asks hung_up() now and then (device_loss.cc).
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,14 +57,18 @@ int DaemonLink::open(const char* socket_path, int& async_fd) {
 int DaemonLink::call(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd,
                      int* recv_fd) {
     std::lock_guard lock(mutex_);
-    if (!client_.connected()) {
+    if (!client_.connected() || gone()) {
         if (recv_fd != nullptr) {
             *recv_fd = -1;
         }
         return EIO;
     }
     const int err = client_.call(req, req_size, reply, reply_size, send_fd, recv_fd);
-    return client_.transport_failed() ? EIO : err;
+    if (client_.transport_failed()) {
+        state_.store(State::Gone, std::memory_order_release);
+        return EIO;
+    }
+    return err;
 }
 
 int DaemonLink::call_handle(std::uint16_t op, std::uint32_t handle) {
@@ -70,6 +76,23 @@ int DaemonLink::call_handle(std::uint16_t op, std::uint32_t handle) {
     req.handle = handle;
     uroce_ctrl_hdr reply{};
     return call(&req, sizeof req, &reply, sizeof reply);
+}
+
+bool DaemonLink::hung_up() {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+        return gone();
+    }
+    if (!client_.connected()) {
+        state_.store(State::Gone, std::memory_order_release);
+        return true;
+    }
+    // A SEQPACKET peer that closed (exited, was killed) reads as POLLHUP and POLLRDHUP.
+    pollfd p{client_.fd(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0) {
+        state_.store(State::Gone, std::memory_order_release);
+    }
+    return gone();
 }
 
 }  // namespace uroce::provider

@@ -9,9 +9,11 @@
 
 #include <infiniband/verbs.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "abi/control.h"
 #include "abi/control_client.h"
@@ -43,6 +45,9 @@ struct Device {
     pabi::verbs_device vdev;
 };
 
+struct Qp;
+struct Srq;
+
 // The connection of one context to uroced (daemon_link.cc). Requests are
 // serialised (verbs may be called from any thread). Once the daemon has gone
 // every request fails with EIO at once.
@@ -59,9 +64,61 @@ public:
     // A request that is one handle (DEALLOC_PD, DESTROY_*, ...), status only.
     int call_handle(std::uint16_t op, std::uint32_t handle);
 
+    // Whether the daemon is known to be gone (a request found the
+    // connection broken, or hung_up() saw it). One atomic load.
+    [[nodiscard]] bool gone() const { return state_.load(std::memory_order_acquire) == State::Gone; }
+    // Looks whether the daemon hung up (a non-blocking poll(2) of the
+    // socket; skipped while a request is under way, which finds out itself).
+    // Returns gone().
+    bool hung_up();
+
 private:
+    enum class State : std::uint8_t { Connected, Gone };
+
     std::mutex mutex_;
     abi::ControlClient client_;
+    std::atomic<State> state_{State::Connected};
+};
+
+// When the daemon goes (device_loss.cc; docs/provider.md): which work queues
+// each CQ flushes, and how often an empty CQ looks whether the daemon is
+// still there.
+class DeviceLoss {
+public:
+    // Every QP and SRQ, from creation until destruction, for the flush.
+    void add(Qp* qp);
+    void remove(Qp* qp);
+    void add(Srq* srq);
+    void remove(Srq* srq);
+
+    // For a CQ found empty: whether the device is gone. Looks at the
+    // socket at most every kCheckInterval (and one atomic load otherwise).
+    bool device_gone(DaemonLink& link);
+    // The flushed completions that belong on `cq`, from the work queues
+    // that complete there (docs/provider.md); each work queue is flushed
+    // once, and posts to it fail with EIO from then on.
+    void collect_flushes(const ibv_cq* cq, std::vector<ibv_wc>& out);
+
+private:
+    std::mutex mutex_;
+    std::vector<Qp*> qps_;    // in creation order
+    std::vector<Srq*> srqs_;
+    std::atomic<std::int64_t> next_check_ns_{0};
+};
+
+// A CQ's flushed completions, handed out after the real ones.
+class FlushedCompletions {
+public:
+    // Up to `num_entries` of them; collects them from `loss` on the first call.
+    int poll(DeviceLoss& loss, const ibv_cq* cq, int num_entries, ibv_wc* wc);
+
+private:
+    enum class Stage : std::uint8_t { NotCollected, Collected };
+
+    std::mutex mutex_;
+    Stage stage_ = Stage::NotCollected;
+    std::vector<ibv_wc> pending_;
+    std::size_t next_ = 0;
 };
 
 // State of the relaxed-MR extension (relaxed_mr.cc), one pool per PD.
@@ -73,6 +130,7 @@ struct RelaxedPools;
 struct Context {
     ::verbs_context vctx;
     DaemonLink* link;        // owned
+    DeviceLoss* loss;        // owned
     RelaxedPools* relaxed;   // owned, created on first use
     int doorbell_fd;         // owned: the daemon's doorbell eventfd (abi/rings.h)
 };
@@ -82,6 +140,7 @@ inline Context* to_context(ibv_context* ctx) {
     return reinterpret_cast<Context*>(verbs_get_ctx(ctx));
 }
 inline DaemonLink& link_of(ibv_context* ctx) { return *to_context(ctx)->link; }
+inline DeviceLoss& loss_of(ibv_context* ctx) { return *to_context(ctx)->loss; }
 inline int doorbell_of(ibv_context* ctx) { return to_context(ctx)->doorbell_fd; }
 
 // Objects: the ibv_* structure first, so libibverbs' pointers convert back.
@@ -91,6 +150,7 @@ struct Cq {
     void* ring;
     std::size_t ring_bytes;
     CompletionRing completions;
+    FlushedCompletions flushed;  // once the daemon has gone
 };
 struct Qp {
     pabi::verbs_qp vqp;

@@ -126,7 +126,13 @@ int destroy_cq(ibv_cq* ibcq) {
 }
 
 int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
-    const int n = to_cq(ibcq)->completions.poll(num_entries, wc);
+    Cq* cq = to_cq(ibcq);
+    int n = cq->completions.poll(num_entries, wc);
+    if (n == 0 && num_entries > 0 && loss_of(ibcq->context).device_gone(link_of(ibcq->context))) {
+        // The daemon has gone and wrote everything it ever will: what is
+        // still outstanding completes flushed (device_loss.cc).
+        n = cq->flushed.poll(loss_of(ibcq->context), ibcq, num_entries, wc);
+    }
     if (n == 0) {
         // The "hardware" is a process too. An application spinning on an
         // empty CQ must not keep uroced from the CPU that would produce the

@@ -199,6 +199,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     pthread_cond_init(&q.cond, nullptr);
     q.events_completed = 0;
     attr->cap = qp->cap;  // ibv_create_qp(3): the actual values are returned
+    loss_of(pd->context).add(qp);
     return &q;
 }
 
@@ -239,6 +240,7 @@ int destroy_qp(ibv_qp* qp) {
         return err;
     }
     Qp* q = to_qp(qp);
+    loss_of(qp->context).remove(q);
     ::munmap(q->rings, q->ring_bytes);
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
@@ -249,7 +251,12 @@ int destroy_qp(ibv_qp* qp) {
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     // qp->state is what libibverbs recorded at the last successful
     // ibv_modify_qp; a QP the daemon moved to an error state still takes
-    // work, which then completes flushed.
+    // work, which then completes flushed. Once the daemon has gone, posts
+    // fail with EIO (device_loss.cc).
+    if (link_of(qp->context).gone()) {
+        *bad_wr = wr;
+        return EIO;
+    }
     return to_qp(qp)->sq.post_send(qp->qp_type, qp->state, doorbell_of(qp->context), wr, bad_wr);
 }
 
@@ -260,6 +267,10 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     if (qp->srq != nullptr || qp->state == IBV_QPS_RESET) {
         *bad_wr = wr;
         return EINVAL;
+    }
+    if (link_of(qp->context).gone()) {
+        *bad_wr = wr;
+        return EIO;
     }
     return to_qp(qp)->rq.post_recv(doorbell_of(qp->context), wr, bad_wr);
 }

@@ -61,6 +61,7 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     // ibv_create_srq(3): the actual values are returned.
     attr->attr.max_wr = reply.max_wr;
     attr->attr.max_sge = reply.max_sge;
+    loss_of(pd->context).add(srq);
     return &s;
 }
 
@@ -93,6 +94,7 @@ int destroy_srq(ibv_srq* srq) {
         return err;
     }
     Srq* s = to_srq(srq);
+    loss_of(srq->context).remove(s);
     ::munmap(s->ring, s->ring_bytes);
     pthread_mutex_destroy(&srq->mutex);
     pthread_cond_destroy(&srq->cond);
@@ -101,6 +103,10 @@ int destroy_srq(ibv_srq* srq) {
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+    if (link_of(srq->context).gone()) {
+        *bad_wr = wr;
+        return EIO;  // device_loss.cc
+    }
     return to_srq(srq)->rq.post_recv(doorbell_of(srq->context), wr, bad_wr);
 }
 

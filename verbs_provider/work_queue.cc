@@ -91,6 +91,7 @@ int WorkQueue::attach(void* ring, std::size_t bytes, Kind kind) {
         return EPROTO;
     }
     header_ = h;
+    kind_ = kind;
     slots_ = reinterpret_cast<std::uint8_t*>(h + 1);
     entries_ = entries;
     stride_ = stride;
@@ -218,6 +219,10 @@ int WorkQueue::post_send(ibv_qp_type type, ibv_qp_state state, int doorbell_fd, 
         return EINVAL;
     }
     std::lock_guard lock(mutex_);
+    if (life_ == Life::Flushed) {
+        *bad_wr = wr;
+        return EIO;  // the device is gone
+    }
     const std::uint32_t first = producer_;
     int err = 0;
     for (ibv_send_wr* w = wr; w != nullptr; w = w->next) {
@@ -242,6 +247,10 @@ int WorkQueue::post_send(ibv_qp_type type, ibv_qp_state state, int doorbell_fd, 
 int WorkQueue::post_recv(int doorbell_fd, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     *bad_wr = nullptr;
     std::lock_guard lock(mutex_);
+    if (life_ == Life::Flushed) {
+        *bad_wr = wr;
+        return EIO;  // the device is gone
+    }
     const std::uint32_t first = producer_;
     int err = 0;
     for (ibv_recv_wr* w = wr; w != nullptr; w = w->next) {
@@ -264,6 +273,66 @@ int WorkQueue::post_recv(int doorbell_fd, ibv_recv_wr* wr, ibv_recv_wr** bad_wr)
         publish(doorbell_fd);
     }
     return err;
+}
+
+ibv_wc WorkQueue::flushed_completion(const std::uint8_t* slot, std::uint32_t qp_num) const {
+    ibv_wc wc{};
+    wc.status = IBV_WC_WR_FLUSH_ERR;
+    wc.qp_num = qp_num;
+    if (kind_ == Kind::Receive) {
+        uroce_recv_wqe r;
+        std::memcpy(&r, slot, sizeof r);
+        wc.wr_id = r.wr_id;
+        wc.opcode = IBV_WC_RECV;
+        return wc;
+    }
+    uroce_send_wqe w;
+    std::memcpy(&w, slot, sizeof w);
+    wc.wr_id = w.wr_id;
+    // ibv_poll_cq(3) leaves the opcode of an error completion undefined;
+    // the one of the work request is the most useful value to give.
+    switch (static_cast<ibv_wr_opcode>(w.opcode)) {
+        case IBV_WR_RDMA_WRITE:
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            wc.opcode = IBV_WC_RDMA_WRITE;
+            break;
+        case IBV_WR_RDMA_READ:
+            wc.opcode = IBV_WC_RDMA_READ;
+            break;
+        case IBV_WR_ATOMIC_CMP_AND_SWP:
+            wc.opcode = IBV_WC_COMP_SWAP;
+            break;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            wc.opcode = IBV_WC_FETCH_ADD;
+            break;
+        case IBV_WR_BIND_MW:
+            wc.opcode = IBV_WC_BIND_MW;
+            break;
+        case IBV_WR_LOCAL_INV:
+            wc.opcode = IBV_WC_LOCAL_INV;
+            break;
+        default:
+            wc.opcode = IBV_WC_SEND;
+            break;
+    }
+    return wc;
+}
+
+void WorkQueue::flush_outstanding(std::uint32_t qp_num, std::vector<ibv_wc>& out) {
+    std::lock_guard lock(mutex_);
+    if (life_ == Life::Flushed || header_ == nullptr) {
+        life_ = Life::Flushed;
+        return;
+    }
+    life_ = Life::Flushed;
+    // Slots from the daemon's consumer on were posted and not retired; a
+    // consumer further back than a ring's worth could only be a broken
+    // daemon's, and those slots hold newer WQEs.
+    const std::uint32_t retired = shared(header_->consumer).load(std::memory_order_acquire);
+    const std::uint32_t outstanding = std::min(producer_ - retired, entries_);
+    for (std::uint32_t i = producer_ - outstanding; i != producer_; ++i) {
+        out.push_back(flushed_completion(slots_ + static_cast<std::size_t>(i & (entries_ - 1)) * stride_, qp_num));
+    }
 }
 
 }  // namespace uroce::provider

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "abi/rings.h"
 
@@ -44,6 +45,12 @@ public:
     // ibv_post_recv(3) / ibv_post_srq_recv(3); the caller checked the QP.
     int post_recv(int doorbell_fd, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
+    // The device is gone (docs/provider.md, "When the daemon goes"): appends
+    // to `out` one IBV_WC_WR_FLUSH_ERR completion, for `qp_num`, for every
+    // WQE posted and not yet retired by the daemon, oldest first; from then
+    // on every post fails with EIO. Later calls append nothing.
+    void flush_outstanding(std::uint32_t qp_num, std::vector<ibv_wc>& out);
+
 private:
     // The slot the next WQE goes to, or null when the ring is full.
     std::uint8_t* next_slot();
@@ -55,7 +62,14 @@ private:
     // Writes a checked WR into `slot` as a send WQE.
     void write_send_wqe(ibv_qp_type type, const ibv_send_wr& wr, std::uint8_t* slot) const;
 
+    // The flushed completion of the WQE in `slot` (a send or receive WQE, as `kind_` says).
+    [[nodiscard]] ibv_wc flushed_completion(const std::uint8_t* slot, std::uint32_t qp_num) const;
+
+    enum class Life : std::uint8_t { Serving, Flushed };
+
     std::mutex mutex_;  // posts from several threads go in turn
+    Kind kind_ = Kind::Send;
+    Life life_ = Life::Serving;
     uroce_wq_ring* header_ = nullptr;
     std::uint8_t* slots_ = nullptr;
     std::uint32_t entries_ = 0;

@@ -403,6 +403,55 @@ TEST_F(PostRecv, TooManySgesAndAFullRing) {
     EXPECT_EQ(rings_->rq.header->producer, 4u);
 }
 
+// The device gone (docs/provider.md): the WQEs the daemon did not retire
+// complete flushed, oldest first, once; later posts fail with EIO.
+TEST_F(PostSend, FlushCompletesWhatTheDaemonDidNotRetireOnce) {
+    std::vector<ibv_send_wr> wrs = {send_wr(10, IBV_WR_SEND), send_wr(11, IBV_WR_RDMA_WRITE),
+                                    send_wr(12, IBV_WR_RDMA_READ), send_wr(13, IBV_WR_ATOMIC_FETCH_AND_ADD)};
+    for (auto& wr : wrs) {
+        ASSERT_EQ(post(&wr), 0);
+    }
+    rings_->sq.header->consumer = 1;  // the daemon retired the first
+    std::vector<ibv_wc> out;
+    sq_->flush_outstanding(0x42, out);
+    ASSERT_EQ(out.size(), 3u);
+    const ibv_wc_opcode opcodes[3] = {IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_FETCH_ADD};
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        EXPECT_EQ(out[i].wr_id, 11 + i);
+        EXPECT_EQ(out[i].status, IBV_WC_WR_FLUSH_ERR);
+        EXPECT_EQ(out[i].qp_num, 0x42u);
+        EXPECT_EQ(out[i].opcode, opcodes[i]);
+    }
+    sq_->flush_outstanding(0x42, out);
+    EXPECT_EQ(out.size(), 3u) << "a work queue is flushed once";
+    ibv_send_wr late = send_wr(20, IBV_WR_SEND);
+    EXPECT_EQ(post(&late), EIO);
+    EXPECT_EQ(bad_, &late);
+    EXPECT_EQ(producer(), 4u);
+}
+
+TEST_F(PostRecv, FlushCompletesReceivesAcrossTheRingWrap) {
+    ibv_recv_wr wr{};
+    for (std::uint64_t id = 1; id <= 6; ++id) {  // 4 slots: the last two wrap around
+        wr.wr_id = id;
+        if (id == 5) {
+            rings_->rq.header->consumer = 3;  // the daemon took 1..3
+        }
+        ASSERT_EQ(post(&wr), 0);
+    }
+    std::vector<ibv_wc> out;
+    rq_.flush_outstanding(7, out);
+    ASSERT_EQ(out.size(), 3u);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        EXPECT_EQ(out[i].wr_id, 4 + i);
+        EXPECT_EQ(out[i].opcode, IBV_WC_RECV);
+        EXPECT_EQ(out[i].status, IBV_WC_WR_FLUSH_ERR);
+    }
+    wr.wr_id = 9;
+    EXPECT_EQ(post(&wr), EIO);
+    EXPECT_EQ(bad_, &wr);
+}
+
 TEST(AttachWorkQueue, RefusesRingsItCannotUse) {
     auto rings = make_qp(4, 2, 64, 4, 2);
     uroce_wq_ring& h = *rings->sq.header;
