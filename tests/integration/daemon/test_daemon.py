@@ -1,10 +1,14 @@
 """uroced as a client sees it: the published tree, the control protocol, hostile
-clients, clients killed mid-registration, and shutdown.
+clients, clients killed mid-registration, shutdown, and the daemon's life
+cycle (one daemon per state directory and name, what a SIGKILL leaves and the
+next start removes, nothing left after a stop, a device node shared by two
+daemons of one name in two network namespaces).
 
 usage: test_daemon.py UROCED UROCE
 """
 
 import ctypes
+import glob
 import os
 import signal
 import struct
@@ -25,18 +29,20 @@ EINVAL = 22
 class Daemon:
     """One uroced on the loopback port, in its own state directory."""
 
-    def __init__(self, *extra):
-        self.tmp = tempfile.TemporaryDirectory(prefix="uroced-test-")
-        self.state = self.tmp.name
-        self.log = open(os.path.join(self.state, "uroced.log"), "w+")
+    def __init__(self, *extra, name="uroce0", state=None, log_dir=None):
+        """A new state directory unless `state` is given; the log goes to
+        `log_dir` (default: the state directory)."""
+        self.tmp = tempfile.TemporaryDirectory(prefix="uroced-test-") if state is None else None
+        self.state = self.tmp.name if state is None else state
+        self.log = open(os.path.join(log_dir or self.state, "uroced.log"), "a+")
         self.proc = subprocess.Popen([UROCED, "--port", "loopback", "--ip", "192.0.2.1", "--ip", "2001:db8::7",
-                                      "--state-dir", self.state, *extra], stderr=self.log)
-        r = subprocess.run([UROCE, "status", "--state-dir", self.state, "--wait", "20"], capture_output=True,
-                           text=True, timeout=30)
+                                      "--state-dir", self.state, "--name", name, *extra], stderr=self.log)
+        r = subprocess.run([UROCE, "status", "--state-dir", self.state, "--device", name, "--wait", "20"],
+                           capture_output=True, text=True, timeout=30)
         if r.returncode != 0:
             self.stop()
             raise RuntimeError(f"uroced did not become ready: {r.stderr}\n{self.log_text()}")
-        self.socket = os.path.join(self.state, "uroce0.sock")
+        self.socket = os.path.join(self.state, name + ".sock")
 
     def log_text(self):
         self.log.flush()
@@ -69,7 +75,8 @@ class Daemon:
             self.proc.send_signal(signal.SIGTERM)
             self.proc.wait(timeout=30)
         self.log.close()
-        self.tmp.cleanup()
+        if self.tmp is not None:
+            self.tmp.cleanup()
 
 
 class TreeTests(unittest.TestCase):
@@ -331,6 +338,102 @@ class ShutdownTests(unittest.TestCase):
             d.stop()
 
 
+NODE_DIR = "/dev/infiniband"
+
+
+def node_entries(name):
+    """The device node of `name` and its owner files and marker (device_node.h)."""
+    return sorted(e for e in os.listdir(NODE_DIR) if e == f"uverbs_{name}" or e.startswith(f".uverbs_{name}.")) \
+        if os.path.isdir(NODE_DIR) else []
+
+
+def state_entries(state):
+    """What is in a state directory besides the test's own log."""
+    return sorted(e for e in os.listdir(state) if e != "uroced.log")
+
+
+def unique_name(tag):
+    """A device name no other test (or concurrent run) uses."""
+    return f"uroce_{tag}{os.getpid()}"
+
+
+class LifecycleTests(unittest.TestCase):
+    def test_second_daemon_on_the_same_state_dir_is_refused(self):
+        d = Daemon(name=unique_name("two"))
+        try:
+            name = unique_name("two")
+            r = subprocess.run([UROCED, "--port", "loopback", "--ip", "192.0.2.9", "--state-dir", d.state, "--name",
+                                name], capture_output=True, text=True, timeout=30)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"another uroced (pid {d.proc.pid}) is serving {name} from {d.state}", r.stderr)
+            # The first keeps its socket, its tree and its clients.
+            self.assertEqual(d.status()["clients"], 1)
+            self.assertIsNone(d.proc.poll())
+            with open(os.path.join(d.state, "sys/class/infiniband", name, "ports/1/gids/2")) as f:
+                self.assertEqual(f.read().strip(), "0000:0000:0000:0000:0000:ffff:c000:0201")  # 192.0.2.1, not .9
+            # Another name on the same state directory is another device.
+            other = Daemon(name=unique_name("three"), state=d.state, log_dir=d.state)
+            other.stop()
+            self.assertIn(name, os.listdir(os.path.join(d.state, "sys/class/infiniband")))
+        finally:
+            d.stop()
+
+    def test_sigkill_leftovers_are_removed_by_the_next_start_and_a_stop_leaves_nothing(self):
+        name = unique_name("kill")
+        with tempfile.TemporaryDirectory(prefix="uroced-test-") as state:
+            d = Daemon(name=name, state=state)
+            d.proc.send_signal(signal.SIGKILL)
+            d.proc.wait(timeout=30)
+            d.stop()
+            left = state_entries(state)
+            self.assertEqual(left, sorted([f"{name}.lock", f"{name}.sock", "sys"]))
+            if os.geteuid() == 0:
+                self.assertIn(f"uverbs_{name}", node_entries(name))
+            again = Daemon(name=name, state=state)
+            try:
+                self.assertIn("did not stop cleanly", again.log_text())
+                self.assertEqual(again.status()["clients"], 1)
+                if os.geteuid() == 0:
+                    # The dead daemon's owner file went; ours is the only one.
+                    owners = [e for e in node_entries(name) if ".owner-" in e]
+                    self.assertEqual(len(owners), 1, node_entries(name))
+            finally:
+                again.stop()
+            self.assertEqual(state_entries(state), [])
+            self.assertEqual(node_entries(name), [])
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root for /dev/infiniband and network namespaces")
+    def test_same_name_in_two_namespaces_stops_in_either_order(self):
+        name = unique_name("ns")
+        namespaces = [f"uroce-lc-{os.getpid()}-{i}" for i in range(2)]
+        for ns in namespaces:
+            subprocess.run(["ip", "netns", "add", ns], check=True)
+            self.addCleanup(subprocess.run, ["ip", "netns", "del", ns])
+        for first, second in ((0, 1), (1, 0)):
+            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+                states = [a, b]
+                daemons = []
+                for ns, st in zip(namespaces, states):
+                    daemons.append(subprocess.Popen(["ip", "netns", "exec", ns, UROCED, "--port", "loopback", "--ip",
+                                                     "192.0.2.1", "--state-dir", st, "--name", name],
+                                                    stderr=subprocess.DEVNULL))
+                    self.addCleanup(lambda p=daemons[-1]: p.poll() is None and p.kill())
+                    r = subprocess.run([UROCE, "status", "--state-dir", st, "--device", name, "--wait", "20"],
+                                       capture_output=True, text=True, timeout=30)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                daemons[first].send_signal(signal.SIGTERM)
+                self.assertEqual(daemons[first].wait(timeout=30), 0)
+                # The other's clients still find the device.
+                self.assertIn(f"uverbs_{name}", node_entries(name))
+                r = subprocess.run([UROCE, "exec", "--state-dir", states[second], "--", "ibv_devinfo", "-d", name],
+                                   capture_output=True, text=True, timeout=30)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                self.assertIn("PORT_ACTIVE", r.stdout)
+                daemons[second].send_signal(signal.SIGTERM)
+                self.assertEqual(daemons[second].wait(timeout=30), 0)
+                self.assertEqual(node_entries(name), [], f"stopping {first} then {second}")
+
+
 @unittest.skipUnless(os.geteuid() == 0, "needs root to create a network namespace and a veth pair")
 class DpdkPortTests(unittest.TestCase):
     """uroced on a real DPDK port: net_af_packet on one end of a veth pair in
@@ -350,24 +453,51 @@ class DpdkPortTests(unittest.TestCase):
             self.mac = f.read().strip()
         os.unlink(f"/tmp/.{self.ns}-mac")
 
+    def start(self, state, log, name="uroce7"):
+        proc = subprocess.Popen(["ip", "netns", "exec", self.ns, UROCED, "--port", "net_af_packet0,iface=ur0",
+                                 "--ip", "10.99.0.1", "--state-dir", state, "--name", name], stderr=log)
+        r = subprocess.run([UROCE, "status", "--state-dir", state, "--device", name, "--wait", "60"],
+                           capture_output=True, text=True, timeout=90)
+        log.seek(0)
+        if r.returncode != 0:
+            proc.kill()
+            proc.wait()
+        self.assertEqual(r.returncode, 0, r.stderr + log.read())
+        return proc, r.stdout
+
     def test_af_packet_port(self):
         with tempfile.TemporaryDirectory() as st:
             log = open(os.path.join(st, "uroced.log"), "w+")
-            proc = subprocess.Popen(["ip", "netns", "exec", self.ns, UROCED, "--port", "net_af_packet0,iface=ur0",
-                                     "--ip", "10.99.0.1", "--state-dir", st, "--name", "uroce7"], stderr=log)
+            proc, status = self.start(st, log)
             try:
-                r = subprocess.run([UROCE, "status", "--state-dir", st, "--device", "uroce7", "--wait", "60"],
-                                   capture_output=True, text=True, timeout=90)
-                log.seek(0)
-                self.assertEqual(r.returncode, 0, r.stderr + log.read())
                 # The port's own MAC and MTU: 9000 gives an active IB MTU of 4096.
-                self.assertIn(f"MAC {self.mac},", r.stdout)
-                self.assertIn("active MTU 4096", r.stdout)
-                self.assertIn("0000:0000:0000:0000:0000:ffff:0a63:0001  RoCE v2", r.stdout)
+                self.assertIn(f"MAC {self.mac},", status)
+                self.assertIn("active MTU 4096", status)
+                self.assertIn("0000:0000:0000:0000:0000:ffff:0a63:0001  RoCE v2", status)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 self.assertEqual(proc.wait(timeout=60), 0)
                 log.close()
+            self.assertEqual(state_entries(st), [])
+
+    def test_af_packet_sigkill_then_restart_then_stop_leaves_nothing(self):
+        name = unique_name("dpdk")
+        dpdk_dirs = f"/var/run/dpdk/uroce-{name}-*"
+        with tempfile.TemporaryDirectory() as st, open(os.path.join(st, "uroced.log"), "w+") as log:
+            proc, _ = self.start(st, log, name)
+            self.assertEqual(len(glob.glob(dpdk_dirs)), 1, "the EAL's runtime directory, named by the instance")
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            self.assertEqual(len(glob.glob(dpdk_dirs)), 1)
+            self.assertIn(f"uverbs_{name}", node_entries(name))
+            proc, _ = self.start(st, log, name)
+            proc.send_signal(signal.SIGTERM)
+            self.assertEqual(proc.wait(timeout=60), 0)
+            log.seek(0)
+            self.assertIn("did not stop cleanly", log.read())
+            self.assertEqual(glob.glob(dpdk_dirs), [])
+            self.assertEqual(state_entries(st), [])
+            self.assertEqual(node_entries(name), [])
 
 
 class BadConfigurationTests(unittest.TestCase):
