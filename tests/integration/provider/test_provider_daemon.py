@@ -6,13 +6,16 @@ usage: test_provider_daemon.py UROCED UROCE DIR_OF_C_TESTS [--preload LIBS]
 Starts `uroced --port loopback --ip 192.0.2.1 --state-dir TMP` (as root it
 makes /dev/infiniband/uverbs_uroce0 itself) and runs every program with
 `uroce exec --state-dir TMP --`: ibv_devices, ibv_devinfo -v, the C programs
-mr_rules, qp_states, post_rules, daemon_gone, relaxed_mr, comp_channel
-(built by meson beside this file), ibv_rc_pingpong and ib_write_bw up to
-their first data-path step. Also, as a raw client of the control socket
+mr_rules, qp_states, post_rules, daemon_gone, flush_on_loss, relaxed_mr,
+comp_channel (built by meson beside this file), ibv_rc_pingpong and
+ib_write_bw up to their first data-path step, and both of them running when
+the daemon is stopped (SIGTERM) or killed (SIGKILL): they must end with an
+error within seconds instead of spinning on empty CQs. Also, as a raw client of the control socket
 (class SharedRings): the rings CREATE_CQ / CREATE_QP / CREATE_SRQ pass, the
 completion channel's fd, DOORBELL. Exit 77 (skipped) when the device node cannot be made (not root).
 """
 
+import json
 import mmap
 import os
 import re
@@ -217,6 +220,30 @@ class WithDaemon(unittest.TestCase):
         self.assertEqual(p.returncode, 0, out)
         self.assertIn("0 failure(s)", out)
 
+    def flush_on_loss(self, sig):
+        p = subprocess.Popen(self.d.exec_argv(os.path.join(BIN, "flush_on_loss")), stdout=subprocess.PIPE, text=True)
+        try:
+            first = ""
+            while "ready" not in first and p.poll() is None:
+                first += p.stdout.readline()
+            self.assertIn("ready", first)
+            self.d.proc.send_signal(sig)
+            out, _ = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        print(first + out, file=sys.stderr)
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("15 completions", out)
+        self.assertIn("0 failure(s)", out)
+
+    def test_flush_on_loss_sigterm(self):
+        self.flush_on_loss(signal.SIGTERM)
+
+    def test_flush_on_loss_sigkill(self):
+        self.flush_on_loss(signal.SIGKILL)
+
     def run_pair(self, argv, server_marker):
         """Server and client of a two-sided tool; both are killed (by PID)
         after a bounded time: the data path does not exist yet."""
@@ -268,6 +295,72 @@ class WithDaemon(unittest.TestCase):
         for failure in ("Failed to modify QP", "Couldn't create", "Unable to create QP", "Failed to create",
                         "Couldn't allocate", "Couldn't get"):
             self.assertNotIn(failure, client)
+
+
+class ProgramsWhenTheDaemonGoes(unittest.TestCase):
+    """Unmodified programs mid-transfer when the daemon goes: the provider
+    flushes their outstanding work requests, so they see errors and exit."""
+
+    # How long a program may take to notice: the provider looks every few
+    # ms; the rest is the program's own exit.
+    EXIT_WITHIN_S = 5
+
+    def setUp(self):
+        self.d = Daemon()
+
+    def tearDown(self):
+        self.d.stop()
+
+    def start_pair(self, argv):
+        server = subprocess.Popen(["stdbuf", "-oL", "-eL"] + self.d.exec_argv(*argv), stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: server.poll() is None and server.kill())
+        wait_listening(TOOLS_TCP_PORT, server)
+        client = subprocess.Popen(["stdbuf", "-oL", "-eL"] + self.d.exec_argv(*argv, "localhost"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: client.poll() is None and client.kill())
+        return server, client
+
+    def wait_for_traffic(self, procs):
+        """Until the daemon has carried a thousand packets (bounded)."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for p in procs:
+                if p.poll() is not None:
+                    self.fail(f"a program ended before the daemon went:\n{p.stdout.read()}")
+            r = subprocess.run([UROCE, "stats", "--json", "--state-dir", self.d.state], capture_output=True,
+                               text=True, timeout=30)
+            if r.returncode == 0 and json.loads(r.stdout)["engine"]["rx_packets"] > 1000:
+                return
+            time.sleep(0.05)
+        self.fail("no traffic within 30 s")
+
+    def daemon_goes_under(self, argv, sig):
+        server, client = self.start_pair(argv)
+        self.wait_for_traffic([server, client])
+        gone_at = time.monotonic()
+        self.d.proc.send_signal(sig)
+        for name, p in (("client", client), ("server", server)):
+            try:
+                out, _ = p.communicate(timeout=self.EXIT_WITHIN_S)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+                print(out, file=sys.stderr)
+                self.fail(f"{argv[0]} {name} still running {self.EXIT_WITHIN_S} s after the daemon went")
+            print(f"--- {name} (exit {p.returncode}, {time.monotonic() - gone_at:.2f} s after the daemon went)\n"
+                  f"{out}", file=sys.stderr)
+            self.assertGreater(p.returncode, 0, f"{name}: an error exit, not success or a signal")
+        return gone_at
+
+    def test_rc_pingpong_sigterm(self):
+        self.daemon_goes_under(["ibv_rc_pingpong", "-d", "uroce0", "-g", "2", "-n", "100000000"], signal.SIGTERM)
+
+    def test_rc_pingpong_sigkill(self):
+        self.daemon_goes_under(["ibv_rc_pingpong", "-d", "uroce0", "-g", "2", "-n", "100000000"], signal.SIGKILL)
+
+    def test_ib_write_bw_sigkill(self):
+        self.daemon_goes_under(["ib_write_bw", "-d", "uroce0", "-x", "2", "-n", "100000000"], signal.SIGKILL)
 
 
 RING_VERSION = 2
