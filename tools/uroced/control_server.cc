@@ -124,6 +124,8 @@ void ControlServer::poll_once(int timeout_ms) {
         const int fd = events[i].data.fd;
         if (fd == listen_fd_) {
             accept_client();
+        } else if (async_backlogged_.contains(fd)) {
+            flush_async(fd);
         } else if ((events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0 && (events[i].events & EPOLLIN) == 0) {
             drop(fd, "", false);
         } else {
@@ -152,18 +154,20 @@ void ControlServer::accept_client() {
         }
         Connection c;
         c.client = device_.open_client(cred.pid);
-        c.async_write_fd = pipe_fds[1];
+        c.uid = cred.uid;
+        c.async_events = AsyncEventQueue(pipe_fds[1]);
         if (datapath_ != nullptr) {
             datapath_->on_client(c.client, cred.pid);
         }
         // The read end goes to the client with the HELLO reply.
-        connections_[fd] = c;
+        const std::uint32_t client = c.client;
+        connections_[fd] = std::move(c);
         pending_async_read_[fd] = pipe_fds[0];
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP;
         ev.data.fd = fd;
         ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-        log_info("client {} connected (pid {})", c.client, cred.pid);
+        log_info("client {} connected (pid {}, uid {})", client, cred.pid, cred.uid);
     }
 }
 
@@ -171,18 +175,58 @@ void ControlServer::attach(Datapath& datapath) {
     datapath_ = &datapath;
     datapath.set_async_sink([this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent event) {
         for (auto& [fd, c] : connections_) {
-            if (c.client == client && c.async_write_fd >= 0) {
-                // What ibv_get_async_event reads: {element (the object's
-                // user pointer), event_type, reserved}.
-                std::uint32_t record[4];
-                std::memcpy(record, &cookie, sizeof cookie);
-                record[2] = static_cast<std::uint32_t>(event);
-                record[3] = 0;
-                [[maybe_unused]] const ssize_t w = ::write(c.async_write_fd, record, sizeof record);
+            if (c.client == client) {
+                AsyncRecord record;
+                record.element = cookie;  // the object's user pointer
+                record.event_type = static_cast<std::uint32_t>(event);
+                deliver_async(c, record);
                 return;
             }
         }
     });
+}
+
+void ControlServer::deliver_async(Connection& c, const AsyncRecord& record) {
+    const std::uint64_t dropped_before = c.async_events.dropped();
+    const bool was_backlogged = c.async_events.backlogged();
+    switch (c.async_events.push(record)) {
+        case Delivery::Written:
+            break;
+        case Delivery::Queued:
+            if (!was_backlogged) {
+                // Wake when the client reads: then the backlog moves on.
+                epoll_event ev{};
+                ev.events = EPOLLOUT;
+                ev.data.fd = c.async_events.fd();
+                if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ev.data.fd, &ev) == 0) {
+                    for (const auto& [fd, conn] : connections_) {
+                        if (&conn == &c) {
+                            async_backlogged_[ev.data.fd] = fd;
+                        }
+                    }
+                }
+            }
+            break;
+        case Delivery::Dropped:
+            if (dropped_before == 0) {
+                log_warn("client {} does not read its async events: {} are waiting; dropping new ones", c.client,
+                         AsyncEventQueue::kMaxBacklog);
+            }
+            break;
+    }
+}
+
+void ControlServer::flush_async(int write_fd) {
+    const auto it = async_backlogged_.find(write_fd);
+    const auto conn = connections_.find(it->second);
+    if (conn != connections_.end()) {
+        conn->second.async_events.flush();
+        if (conn->second.async_events.backlogged()) {
+            return;
+        }
+    }
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, write_fd, nullptr);
+    async_backlogged_.erase(it);
 }
 
 void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved) {
@@ -199,8 +243,11 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
-    if (it->second.async_write_fd >= 0) {
-        ::close(it->second.async_write_fd);
+    if (const int afd = it->second.async_events.fd(); async_backlogged_.erase(afd) != 0) {
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, afd, nullptr);
+    }
+    if (it->second.async_events.dropped() != 0) {
+        log_warn("client {}: {} async events were dropped", client, it->second.async_events.dropped());
     }
     if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
         ::close(p->second);
@@ -214,8 +261,7 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     rings_.remove_owner(client);
     for (auto pit = pools_.begin(); pit != pools_.end();) {
         if (pit->second.client == client) {
-            ::munmap(pit->second.memory, pit->second.bytes);
-            pit = pools_.erase(pit);
+            pit = pools_.erase(pit);  // unmaps
         } else {
             ++pit;
         }
@@ -508,29 +554,18 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (req.capacity == 0 || req.capacity > (1u << 20) || req.dirty_watermark == 0) {
                 return status_only(out, h, EINVAL);
             }
-            const std::size_t bytes = mr::relaxed_pool_bytes(req.capacity);
-            const int mfd = ::memfd_create("uroce-relaxed-pool", MFD_CLOEXEC);
-            if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) {
-                if (mfd >= 0) {
-                    ::close(mfd);
-                }
-                return status_only(out, h, ENOMEM);
-            }
-            void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-            if (mem == MAP_FAILED) {
-                ::close(mfd);
+            device::RingMemory memory;
+            if (device::RingMemory::create("uroce-relaxed-pool", mr::relaxed_pool_bytes(req.capacity), memory) != 0) {
                 return status_only(out, h, ENOMEM);
             }
             int err = 0;
             mr::RelaxedPool* pool = mrs.create_relaxed_pool(
-                req.pd, owner, cfg, static_cast<uroce_relaxed_pool_header*>(mem), err);
+                req.pd, owner, cfg, reinterpret_cast<uroce_relaxed_pool_header*>(memory.data()), err);
             if (pool == nullptr) {
-                ::munmap(mem, bytes);
-                ::close(mfd);
                 return status_only(out, h, err);
             }
-            pools_[pool->base_index()] = PoolMapping{owner, pool, mem, bytes};
-            reply_fd = mfd;
+            reply_fd = memory.release_fd();  // closed after sending
+            pools_[pool->base_index()] = PoolMapping{owner, pool, std::move(memory)};
             uroce_ctrl_handle r{};
             r.handle = pool->base_index();
             return write_reply(out, h, 0, r);
@@ -579,14 +614,11 @@ void ControlServer::poll_pools(std::chrono::steady_clock::time_point now) {
 }
 
 void ControlServer::shutdown_clients() {
-    const std::uint32_t record[4] = {0, 0, kEventDeviceFatal, 0};
+    AsyncRecord fatal;
+    fatal.event_type = kEventDeviceFatal;
     std::vector<int> fds;
     for (auto& [fd, c] : connections_) {
-        if (c.async_write_fd >= 0) {
-            // 16 bytes: {element (u64), event_type (u32), reserved}: what
-            // ibv_get_async_event reads from the async fd.
-            [[maybe_unused]] const ssize_t w = ::write(c.async_write_fd, record, sizeof(record));
-        }
+        c.async_events.push(fatal);  // never blocks; lost if the client's pipe is full
         fds.push_back(fd);
     }
     for (int fd : fds) {

@@ -8,6 +8,7 @@
 // clients until SIGINT or SIGTERM. Logs go to stderr.
 #include <sched.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -99,9 +100,12 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         if (idle.wait(d.timeout)) {
             server.poll_once(0);
             next_control = Clock::now() + std::chrono::microseconds(100);
-            // Drain the doorbell so the next sleep blocks again.
+            // Drain the doorbell so the next sleep blocks again. RWF_NOWAIT:
+            // every client holds this eventfd's open file description and
+            // could clear its O_NONBLOCK; the daemon must not block here.
             std::uint64_t rings = 0;
-            [[maybe_unused]] const ssize_t r = ::read(server.doorbell_fd(), &rings, sizeof rings);
+            iovec iov{&rings, sizeof rings};
+            [[maybe_unused]] const ssize_t r = ::preadv2(server.doorbell_fd(), &iov, 1, -1, RWF_NOWAIT);
         }
     }
     datapath.set_idle_counters(nullptr);
