@@ -155,6 +155,7 @@ void ControlServer::accept_client() {
         Connection c;
         c.client = device_.open_client(cred.pid);
         c.uid = cred.uid;
+        client_uids_[c.client] = cred.uid;
         c.async_events = AsyncEventQueue(pipe_fds[1]);
         if (datapath_ != nullptr) {
             datapath_->on_client(c.client, cred.pid);
@@ -259,6 +260,8 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     const std::size_t n = device_.close_client(client);
     rings_.remove_owner(client);
+    quota_.remove_client(client);
+    client_uids_.erase(client);
     for (auto pit = pools_.begin(); pit != pools_.end();) {
         if (pit->second.client == client) {
             pit = pools_.erase(pit);  // unmaps
@@ -436,13 +439,25 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return write_reply(out, h, 0, p);
         }
         case UROCE_CTRL_ALLOC_PD: {
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
+                return status_only(out, h, err);
+            }
             const auto a = device_.pds().alloc(owner);
+            if (a.error == 0) {
+                quota_.add(ObjectKind::Pd, a.pd, owner, Charge{});
+            }
             uroce_ctrl_handle r{};
             r.handle = a.pd;
             return write_reply(out, h, a.error, r);
         }
-        case UROCE_CTRL_DEALLOC_PD:
-            return status_only(out, h, device_.pds().dealloc(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_DEALLOC_PD: {
+            const std::uint32_t pd = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = device_.pds().dealloc(pd, owner);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Pd, pd);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_REG_MR:
         case UROCE_CTRL_REREG_MR: {
             const auto req = read_as<uroce_ctrl_reg_mr>(msg);
@@ -473,6 +488,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             }
             // The MR's new memory: shared (the data path maps it and keeps a
             // reference under the lkey) or not (any reference it had goes).
+            Charge mr_charge;  // one object, and its shared mapping if it gets one
             auto map_shared = [&](std::uint32_t lkey) {
                 if (datapath_ == nullptr) {
                     return;
@@ -487,23 +503,36 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                     datapath_->on_mr_unshared(lkey);
                     return;
                 }
+                const Charge mapped{1, 1, req.shared_length, 0};
+                if (quota_.admit(owner, mapped) != 0) {
+                    log_warn("client {}: no mapping left in its quota for its shared memory; copying instead", owner);
+                    datapath_->on_mr_unshared(lkey);
+                    return;
+                }
                 if (const int err = datapath_->on_shared_memory(owner, lkey, req.shared_addr, req.shared_length,
                                                                 received_fd, req.shared_offset);
                     err != 0) {
                     log_warn("client {}: cannot map its shared memory ({}); copying instead", owner,
                              std::strerror(err));
+                } else {
+                    mr_charge = mapped;
                 }
             };
             if (h.op == UROCE_CTRL_REREG_MR) {
                 const int err = mrs.rereg_mr(req.lkey, req.rereg_flags, r);
                 if (err == 0 && (req.rereg_flags & mr::rereg::kChangeTranslation) != 0) {
                     map_shared(req.lkey);
+                    quota_.add(ObjectKind::Mr, req.lkey, owner, mr_charge);
                 }
+                return status_only(out, h, err);
+            }
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
                 return status_only(out, h, err);
             }
             const mr::Registered reg = mrs.reg_mr(r);
             if (reg.error == 0) {
                 map_shared(reg.lkey);
+                quota_.add(ObjectKind::Mr, reg.lkey, owner, mr_charge);
             }
             uroce_ctrl_mr_reply rep{};
             rep.lkey = reg.lkey;
@@ -513,8 +542,11 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         case UROCE_CTRL_DEREG_MR: {
             const std::uint32_t lkey = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = mrs.dereg_mr(lkey, owner);
-            if (err == 0 && datapath_ != nullptr) {
-                datapath_->on_mr_unshared(lkey);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Mr, lkey);
+                if (datapath_ != nullptr) {
+                    datapath_->on_mr_unshared(lkey);
+                }
             }
             return status_only(out, h, err);
         }
@@ -523,13 +555,25 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (req.type != 1 && req.type != 2) {
                 return status_only(out, h, EINVAL);
             }
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
+                return status_only(out, h, err);
+            }
             const auto k = mrs.alloc_mw(req.pd, owner, req.type == 1 ? mr::MwType::Type1 : mr::MwType::Type2);
+            if (k.error == 0) {
+                quota_.add(ObjectKind::Mw, k.key, owner, Charge{});
+            }
             uroce_ctrl_mr_reply rep{};
             rep.rkey = k.key;
             return write_reply(out, h, k.error, rep);
         }
-        case UROCE_CTRL_DEALLOC_MW:
-            return status_only(out, h, mrs.dealloc_mw(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_DEALLOC_MW: {
+            const std::uint32_t mw = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = mrs.dealloc_mw(mw, owner);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Mw, mw);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_BIND_MW: {
             const auto req = read_as<uroce_ctrl_bind_mw>(msg);
             mr::BindRequest b;
@@ -554,6 +598,10 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (req.capacity == 0 || req.capacity > (1u << 20) || req.dirty_watermark == 0) {
                 return status_only(out, h, EINVAL);
             }
+            const Charge charge{1, 1, mr::relaxed_pool_bytes(req.capacity), 0};
+            if (const int err = quota_.admit(owner, charge); err != 0) {
+                return status_only(out, h, err);
+            }
             device::RingMemory memory;
             if (device::RingMemory::create("uroce-relaxed-pool", mr::relaxed_pool_bytes(req.capacity), memory) != 0) {
                 return status_only(out, h, ENOMEM);
@@ -566,6 +614,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             }
             reply_fd = memory.release_fd();  // closed after sending
             pools_[pool->base_index()] = PoolMapping{owner, pool, std::move(memory)};
+            quota_.add(ObjectKind::RelaxedPool, pool->base_index(), owner, charge);
             uroce_ctrl_handle r{};
             r.handle = pool->base_index();
             return write_reply(out, h, 0, r);
@@ -598,13 +647,24 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return write_reply(out, h, 0, s);
         }
         case UROCE_CTRL_STATS:
-            return write_reply(out, h, 0, stats_reply(device_, datapath_));
+            return write_reply(out, h, 0, stats_reply(device_, datapath_, visible_to(c)));
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
-                               list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index));
+                               list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,
+                                              visible_to(c)));
         default:
             return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }
+}
+
+OwnerFilter ControlServer::visible_to(const Connection& c) const {
+    if (c.uid == 0 || c.uid == ::geteuid()) {
+        return [](std::uint32_t) { return true; };  // root and the daemon's owner: the whole device
+    }
+    return [this, uid = c.uid](std::uint32_t owner) {
+        const auto it = client_uids_.find(owner);
+        return it != client_uids_.end() && it->second == uid;
+    };
 }
 
 void ControlServer::poll_pools(std::chrono::steady_clock::time_point now) {

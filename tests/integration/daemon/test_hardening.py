@@ -6,11 +6,14 @@ users' MRs from `uroce stats`.
 usage: test_hardening.py UROCED UROCE [C_TEST_DIR]
 """
 
+import ctypes
 import errno
 import fcntl
+import json
 import mmap
 import os
 import select
+import shutil
 import struct
 import subprocess
 import sys
@@ -19,7 +22,7 @@ import unittest
 
 import test_daemon
 from test_daemon import Daemon
-from uroce_control import CREATE_RELAXED_POOL, MODIFY_QP, Client
+from uroce_control import CREATE_RELAXED_POOL, DESTROY_CQ, MODIFY_QP, QUERY_DEVICE, Client
 
 SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 QP_ATTR = struct.Struct("<10I H9B5x 6I 32x")  # uroce_ctrl_qp_attr, up to the AH (zeroed)
@@ -164,6 +167,145 @@ class AsyncEventFlood(unittest.TestCase):
         if select.select([fd], [], [], 0.2)[0]:
             data += os.read(fd, 65536)
         return [data[i:i + 16] for i in range(0, len(data), 16)]
+
+
+class Quotas(unittest.TestCase):
+    """Per-client quotas (uroced --client-max-*): the client at its limit
+    gets EDQUOT, the others carry on, and what it frees it may take again."""
+
+    def with_daemon(self, *flags):
+        d = Daemon(*flags)
+        self.addCleanup(d.stop)
+        a, b = d.client(), d.client()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        self.assertEqual(a.hello()[0], 0)
+        self.assertEqual(b.hello()[0], 0)
+        return d, a, b
+
+    def create_cq(self, client, cqe=1):
+        status, handle, _cqe, _bytes, fds = client.create_cq(cqe)
+        for fd in fds:
+            os.close(fd)
+        return status, handle
+
+    def test_object_quota(self):
+        _d, a, b = self.with_daemon("--client-max-objects", "8")
+        pds = [a.alloc_pd() for _ in range(8)]
+        self.assertEqual([s for s, _pd in pds], [0] * 8)
+        self.assertEqual(a.alloc_pd()[0], errno.EDQUOT)
+        self.assertEqual(self.create_cq(a)[0], errno.EDQUOT)
+        self.assertEqual(b.alloc_pd()[0], 0)
+        self.assertEqual(a.dealloc_pd(pds[0][1]), 0)
+        self.assertEqual(a.alloc_pd()[0], 0)
+
+    def test_mapping_quota(self):
+        _d, a, b = self.with_daemon("--client-max-mappings", "4")
+        cqs = [self.create_cq(a) for _ in range(4)]
+        self.assertEqual([s for s, _cq in cqs], [0] * 4)
+        self.assertEqual(self.create_cq(a)[0], errno.EDQUOT)
+        pd = a.alloc_pd()[1]  # no mapping: still fine
+        self.assertEqual(a.create_srq(pd, 4, 1)[0], errno.EDQUOT)
+        self.assertEqual(self.create_cq(b)[0], 0)
+        self.assertEqual(a.call(DESTROY_CQ, struct.pack("<II", cqs[0][1], 0))[0], 0)
+        self.assertEqual(self.create_cq(a)[0], 0)
+
+    def test_memory_quota(self):
+        _d, a, b = self.with_daemon("--client-max-memory-mib", "1")
+        self.assertEqual(self.create_cq(a, 65536)[0], errno.EDQUOT)  # a 4 MiB ring
+        self.assertEqual(self.create_cq(a, 1024)[0], 0)              # 64 KiB
+        self.assertEqual(self.create_cq(b, 1024)[0], 0)
+
+    def test_device_limits_fit_the_daemons_mappings(self):
+        d, a, _b = self.with_daemon()
+        status, body, _ = a.call(QUERY_DEVICE)
+        self.assertEqual(status, 0)
+        max_qp, _wr, _flags, _sge, max_cq = struct.unpack_from("<5I", body, 44)
+        with open("/proc/sys/vm/max_map_count") as f:
+            max_maps = int(f.read())
+        self.assertLess(max_cq, max_maps)
+        self.assertLess(max_qp, max_maps)
+        self.assertIn("per client:", d.log_text())
+
+
+# Run as another user: registers an MR of its own, then prints what LIST_MRS
+# and STATS show it (one JSON object).
+OTHER_USER_CLIENT = r"""
+import ctypes, json, struct, sys
+sys.path.insert(0, sys.argv[1])
+from uroce_control import Client
+c = Client(sys.argv[2])
+assert c.hello()[0] == 0
+buf = ctypes.create_string_buffer(8192)
+_s, pd = c.alloc_pd()
+status, keys = c.reg_mr(pd, ctypes.addressof(buf), 8192, 1)
+assert status == 0, status
+mrs, first = [], 0
+while True:
+    status, body, _ = c.call(29, struct.pack("<II", first, 0))
+    count, nxt = struct.unpack_from("<II", body)
+    mrs += [struct.unpack_from("<4IQQ", body, 8 + 40 * i) for i in range(count)]
+    if nxt == 0:
+        break
+    first = nxt
+status, body, _ = c.call(28)
+shared, copy, unserved = struct.unpack_from("<3I", body, len(body) - 16)
+print(json.dumps({"own_lkey": keys[0], "listed": [m[0] for m in mrs], "counted": shared + copy + unserved}),
+      flush=True)
+sys.stdin.read()  # holds its MR until the test is done
+"""
+
+
+class StatsVisibility(unittest.TestCase):
+    """LIST_MRS and STATS show a user only the MRs of its own clients; root
+    (and the daemon's owner) sees every client's."""
+
+    def test_a_user_sees_only_its_own_mrs(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to run a client as another user (nobody)")
+        d = Daemon()
+        self.addCleanup(d.stop)
+        os.chmod(d.state, 0o755)  # the socket is 0666; let nobody reach it
+        root = d.client()
+        self.addCleanup(root.close)
+        self.assertEqual(root.hello()[0], 0)
+        buf = ctypes.create_string_buffer(8192)
+        pd = root.alloc_pd()[1]
+        status, keys = root.reg_mr(pd, ctypes.addressof(buf), 8192, 1)
+        self.assertEqual(status, 0)
+        root_lkey = keys[0]
+
+        def as_nobody():
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        python = shutil.which("python3", path="/usr/bin:/bin")  # one `nobody` may run (not under /root)
+        if python is None:
+            self.skipTest("no python3 in /usr/bin for the other user")
+        child = subprocess.Popen([python, "-c", OTHER_USER_CLIENT, here, d.socket], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True, preexec_fn=as_nobody)
+        line = child.stdout.readline()
+        seen = json.loads(line)
+        self.assertEqual(seen["listed"], [seen["own_lkey"]])
+        self.assertEqual(seen["counted"], 1)
+        # `uroce stats` as that user: the same view.
+        r = subprocess.run([test_daemon.UROCE, "stats", "--json", "--state-dir", d.state], capture_output=True,
+                           text=True, timeout=30, preexec_fn=as_nobody)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listed = [m["lkey"] for m in json.loads(r.stdout)["mrs"]]
+        self.assertNotIn(root_lkey, listed)
+        # Root sees both (the other user's client still holds its MR).
+        r = subprocess.run([test_daemon.UROCE, "stats", "--json", "--state-dir", d.state], capture_output=True,
+                           text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listed = [m["lkey"] for m in json.loads(r.stdout)["mrs"]]
+        self.assertIn(root_lkey, listed)
+        self.assertIn(seen["own_lkey"], listed)
+        child.stdin.close()
+        child.stdout.close()
+        child.wait(timeout=30)
 
 
 if __name__ == "__main__":
