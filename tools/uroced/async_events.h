@@ -39,7 +39,8 @@ public:
     static constexpr std::size_t kMaxBacklog = 1024;
 
     // Takes `write_fd` (the pipe's write end, which only the daemon holds)
-    // and makes it non-blocking; -1 for none.
+    // and makes it non-blocking; -1 for none. The process must ignore
+    // SIGPIPE (uroced does): a client that closed its end gives EPIPE.
     explicit AsyncEventQueue(int write_fd = -1);
     ~AsyncEventQueue();
     AsyncEventQueue(AsyncEventQueue&& other) noexcept;

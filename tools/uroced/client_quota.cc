@@ -17,6 +17,8 @@ constexpr std::uint64_t kDaemonMappingReserve = 2048;
 // Descriptors kept for the daemon itself: its sockets, port, logs, and the
 // two per connected client (socket, async pipe) that connections cost.
 constexpr std::uint64_t kDaemonFdReserve = 1024;
+// A quarter of the device's MR keys (mr/mr_table.h Limits::max_mr, 2^22).
+constexpr std::uint64_t kDefaultObjects = 1u << 20;
 // vm.max_map_count's default (mm/internal.h DEFAULT_MAX_MAP_COUNT).
 constexpr std::uint64_t kDefaultMaxMapCount = 65530;
 
@@ -58,7 +60,7 @@ DeviceBudget measure_device_budget() {
 
 QuotaLimits default_quota(const DeviceBudget& budget) {
     QuotaLimits q;
-    q.objects = 1u << 18;
+    q.objects = kDefaultObjects;
     q.mappings = budget.mappings / 4;
     q.fds = budget.fds / 4;
     const long pages = ::sysconf(_SC_PHYS_PAGES);

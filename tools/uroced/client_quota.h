@@ -7,7 +7,8 @@
 // else's objects are touched.
 //
 // What each object costs the daemon:
-//  - every object: one entry (objects);
+//  - every object: one entry (objects); a relaxed-MR pool one per slot (each
+//    slot is an MR key of the device's);
 //  - a CQ, QP, SRQ or relaxed-MR pool: its ring/pool memfd mapped in the
 //    daemon (mappings, bytes); a CQ with a completion channel also keeps the
 //    channel's fd (fds);
@@ -50,7 +51,7 @@ enum class ObjectKind : std::uint8_t { Pd, Mr, Mw, Cq, Qp, Srq, Ah, RelaxedPool 
 [[nodiscard]] DeviceBudget measure_device_budget();
 // The defaults: a quarter of the device's budgets per client (so that one
 // client can never take everything), a quarter of the machine's memory, and
-// 2^18 objects.
+// a quarter of the device's MR keys as objects.
 [[nodiscard]] QuotaLimits default_quota(const DeviceBudget& budget);
 
 class ClientQuota {

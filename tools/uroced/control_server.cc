@@ -598,7 +598,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (req.capacity == 0 || req.capacity > (1u << 20) || req.dirty_watermark == 0) {
                 return status_only(out, h, EINVAL);
             }
-            const Charge charge{1, 1, mr::relaxed_pool_bytes(req.capacity), 0};
+            const Charge charge{req.capacity, 1, mr::relaxed_pool_bytes(req.capacity), 0};  // a key per slot
             if (const int err = quota_.admit(owner, charge); err != 0) {
                 return status_only(out, h, err);
             }

@@ -143,7 +143,8 @@ int main(int argc, char** argv) {
     daemon::QuotaLimits quota_flags{0, 0, 0, 0};
     std::uint64_t quota_memory_mib = 0;
     app.add_option("--client-max-objects", quota_flags.objects,
-                   "objects (PD, MR, MW, CQ, QP, SRQ, AH, relaxed pool) one client may hold (default 262144)");
+                   "objects (PD, MR, MW, CQ, QP, SRQ, AH, relaxed-pool slot) one client may hold "
+                   "(default 1048576, a quarter of the device's MR keys)");
     app.add_option("--client-max-mappings", quota_flags.mappings,
                    "daemon mappings (rings, pools, shared MRs) one client may hold "
                    "(default: a quarter of vm.max_map_count less the daemon's own)");

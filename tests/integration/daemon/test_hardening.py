@@ -191,12 +191,24 @@ class Quotas(unittest.TestCase):
 
     def test_object_quota(self):
         _d, a, b = self.with_daemon("--client-max-objects", "8")
-        pds = [a.alloc_pd() for _ in range(8)]
-        self.assertEqual([s for s, _pd in pds], [0] * 8)
+
+        def pool(capacity):
+            status, _body, fds = a.call(CREATE_RELAXED_POOL, struct.pack("<IIII", pd, capacity, 1, 1000))
+            for fd in fds:
+                os.close(fd)
+            return status
+
+        status, pd = a.alloc_pd()  # 1
+        self.assertEqual(status, 0)
+        self.assertEqual(pool(8), errno.EDQUOT)  # a key per slot: 1 + 8 > 8
+        self.assertEqual(pool(5), 0)             # 6
+        status, second = a.alloc_pd()            # 7
+        self.assertEqual(status, 0)
+        self.assertEqual(a.alloc_pd()[0], 0)     # 8
         self.assertEqual(a.alloc_pd()[0], errno.EDQUOT)
         self.assertEqual(self.create_cq(a)[0], errno.EDQUOT)
         self.assertEqual(b.alloc_pd()[0], 0)
-        self.assertEqual(a.dealloc_pd(pds[0][1]), 0)
+        self.assertEqual(a.dealloc_pd(second), 0)
         self.assertEqual(a.alloc_pd()[0], 0)
 
     def test_mapping_quota(self):
