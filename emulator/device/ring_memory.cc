@@ -13,6 +13,9 @@ namespace uroce::device {
 
 namespace {
 
+// The size can neither shrink nor grow, and no one can lift the seals.
+constexpr int kSizeSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
 constexpr std::uint32_t round_up(std::uint32_t v, std::uint32_t multiple) {
     return (v + multiple - 1) / multiple * multiple;
 }
@@ -98,11 +101,14 @@ int RingMemory::create(const char* name, std::size_t size, RingMemory& out) {
     if (size == 0) {
         return EINVAL;
     }
-    const int fd = ::memfd_create(name, MFD_CLOEXEC);
+    const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         return errno;
     }
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    // The client gets this memfd: sealed, its size is fixed for good, so no
+    // ftruncate of the client's can turn the daemon's next access into a
+    // SIGBUS (memfd_create(2), "File sealing").
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSizeSeals) != 0) {
         const int err = errno;
         ::close(fd);
         return err;

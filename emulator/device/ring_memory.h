@@ -62,7 +62,9 @@ struct WqGeometry {
 void init_wq_ring(uroce_wq_ring& header, const WqGeometry& g);
 void init_cq_ring(uroce_cq_ring& header, std::uint32_t entries);
 
-// One memfd of `size` bytes (MFD_CLOEXEC), mapped read-write MAP_SHARED in
+// One memfd of `size` bytes (MFD_CLOEXEC), sealed against any change of size
+// (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL: a client holding it cannot
+// truncate it under the daemon's mapping), mapped read-write MAP_SHARED in
 // the daemon; the pages start zeroed. Move-only; the destructor unmaps it
 // and closes the memfd if it is still held.
 class RingMemory {
@@ -75,7 +77,7 @@ public:
     RingMemory& operator=(const RingMemory&) = delete;
 
     // `name` shows in /proc/<pid>/maps and fd links ("memfd:<name>").
-    // 0 or an errno (of memfd_create, ftruncate or mmap).
+    // 0 or an errno (of memfd_create, ftruncate, F_ADD_SEALS or mmap).
     [[nodiscard]] static int create(const char* name, std::size_t size, RingMemory& out);
 
     [[nodiscard]] bool valid() const { return data_ != nullptr; }

@@ -2,6 +2,7 @@
 // events on its channel. An event goes out for the first CQE written after
 // ibv_req_notify_cq armed the CQ; with solicited_only, only for a solicited
 // receive or an error completion (ibv_req_notify_cq(3)).
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "engine/engine.h"
@@ -37,8 +38,12 @@ void Engine::complete(std::uint32_t cq_handle, const uroce_cqe& cqe, bool solici
     }
     cq.notify_seen = sequence;
     // ibv_get_cq_event(3) reads the 8-byte CQ handle (our cookie) from the fd.
-    const std::uint64_t cookie = cq.cookie;
-    [[maybe_unused]] const ssize_t w = ::write(cq.channel_fd, &cookie, sizeof cookie);
+    // RWF_NOWAIT: never blocks, even if the client cleared O_NONBLOCK on the
+    // pipe's open file description, which it shares (a full pipe loses the
+    // event, as the client asked for by not reading).
+    std::uint64_t cookie = cq.cookie;
+    iovec iov{&cookie, sizeof cookie};
+    [[maybe_unused]] const ssize_t w = ::pwritev2(cq.channel_fd, &iov, 1, -1, RWF_NOWAIT);
 }
 
 void Engine::complete_send(QueuePair& qp, const SendWqe& w) {

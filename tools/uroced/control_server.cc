@@ -124,6 +124,8 @@ void ControlServer::poll_once(int timeout_ms) {
         const int fd = events[i].data.fd;
         if (fd == listen_fd_) {
             accept_client();
+        } else if (async_backlogged_.contains(fd)) {
+            flush_async(fd);
         } else if ((events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0 && (events[i].events & EPOLLIN) == 0) {
             drop(fd, "", false);
         } else {
@@ -152,18 +154,21 @@ void ControlServer::accept_client() {
         }
         Connection c;
         c.client = device_.open_client(cred.pid);
-        c.async_write_fd = pipe_fds[1];
+        c.uid = cred.uid;
+        client_uids_[c.client] = cred.uid;
+        c.async_events = AsyncEventQueue(pipe_fds[1]);
         if (datapath_ != nullptr) {
             datapath_->on_client(c.client, cred.pid);
         }
         // The read end goes to the client with the HELLO reply.
-        connections_[fd] = c;
+        const std::uint32_t client = c.client;
+        connections_[fd] = std::move(c);
         pending_async_read_[fd] = pipe_fds[0];
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLRDHUP;
         ev.data.fd = fd;
         ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
-        log_info("client {} connected (pid {})", c.client, cred.pid);
+        log_info("client {} connected (pid {}, uid {})", client, cred.pid, cred.uid);
     }
 }
 
@@ -171,18 +176,58 @@ void ControlServer::attach(Datapath& datapath) {
     datapath_ = &datapath;
     datapath.set_async_sink([this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent event) {
         for (auto& [fd, c] : connections_) {
-            if (c.client == client && c.async_write_fd >= 0) {
-                // What ibv_get_async_event reads: {element (the object's
-                // user pointer), event_type, reserved}.
-                std::uint32_t record[4];
-                std::memcpy(record, &cookie, sizeof cookie);
-                record[2] = static_cast<std::uint32_t>(event);
-                record[3] = 0;
-                [[maybe_unused]] const ssize_t w = ::write(c.async_write_fd, record, sizeof record);
+            if (c.client == client) {
+                AsyncRecord record;
+                record.element = cookie;  // the object's user pointer
+                record.event_type = static_cast<std::uint32_t>(event);
+                deliver_async(c, record);
                 return;
             }
         }
     });
+}
+
+void ControlServer::deliver_async(Connection& c, const AsyncRecord& record) {
+    const std::uint64_t dropped_before = c.async_events.dropped();
+    const bool was_backlogged = c.async_events.backlogged();
+    switch (c.async_events.push(record)) {
+        case Delivery::Written:
+            break;
+        case Delivery::Queued:
+            if (!was_backlogged) {
+                // Wake when the client reads: then the backlog moves on.
+                epoll_event ev{};
+                ev.events = EPOLLOUT;
+                ev.data.fd = c.async_events.fd();
+                if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ev.data.fd, &ev) == 0) {
+                    for (const auto& [fd, conn] : connections_) {
+                        if (&conn == &c) {
+                            async_backlogged_[ev.data.fd] = fd;
+                        }
+                    }
+                }
+            }
+            break;
+        case Delivery::Dropped:
+            if (dropped_before == 0) {
+                log_warn("client {} does not read its async events: {} are waiting; dropping new ones", c.client,
+                         AsyncEventQueue::kMaxBacklog);
+            }
+            break;
+    }
+}
+
+void ControlServer::flush_async(int write_fd) {
+    const auto it = async_backlogged_.find(write_fd);
+    const auto conn = connections_.find(it->second);
+    if (conn != connections_.end()) {
+        conn->second.async_events.flush();
+        if (conn->second.async_events.backlogged()) {
+            return;
+        }
+    }
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, write_fd, nullptr);
+    async_backlogged_.erase(it);
 }
 
 void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved) {
@@ -199,8 +244,11 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
-    if (it->second.async_write_fd >= 0) {
-        ::close(it->second.async_write_fd);
+    if (const int afd = it->second.async_events.fd(); async_backlogged_.erase(afd) != 0) {
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, afd, nullptr);
+    }
+    if (it->second.async_events.dropped() != 0) {
+        log_warn("client {}: {} async events were dropped", client, it->second.async_events.dropped());
     }
     if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
         ::close(p->second);
@@ -212,10 +260,11 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     const std::size_t n = device_.close_client(client);
     rings_.remove_owner(client);
+    quota_.remove_client(client);
+    client_uids_.erase(client);
     for (auto pit = pools_.begin(); pit != pools_.end();) {
         if (pit->second.client == client) {
-            ::munmap(pit->second.memory, pit->second.bytes);
-            pit = pools_.erase(pit);
+            pit = pools_.erase(pit);  // unmaps
         } else {
             ++pit;
         }
@@ -390,13 +439,25 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return write_reply(out, h, 0, p);
         }
         case UROCE_CTRL_ALLOC_PD: {
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
+                return status_only(out, h, err);
+            }
             const auto a = device_.pds().alloc(owner);
+            if (a.error == 0) {
+                quota_.add(ObjectKind::Pd, a.pd, owner, Charge{});
+            }
             uroce_ctrl_handle r{};
             r.handle = a.pd;
             return write_reply(out, h, a.error, r);
         }
-        case UROCE_CTRL_DEALLOC_PD:
-            return status_only(out, h, device_.pds().dealloc(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_DEALLOC_PD: {
+            const std::uint32_t pd = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = device_.pds().dealloc(pd, owner);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Pd, pd);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_REG_MR:
         case UROCE_CTRL_REREG_MR: {
             const auto req = read_as<uroce_ctrl_reg_mr>(msg);
@@ -427,6 +488,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             }
             // The MR's new memory: shared (the data path maps it and keeps a
             // reference under the lkey) or not (any reference it had goes).
+            Charge mr_charge;  // one object, and its shared mapping if it gets one
             auto map_shared = [&](std::uint32_t lkey) {
                 if (datapath_ == nullptr) {
                     return;
@@ -441,23 +503,36 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                     datapath_->on_mr_unshared(lkey);
                     return;
                 }
+                const Charge mapped{1, 1, req.shared_length, 0};
+                if (quota_.admit(owner, mapped) != 0) {
+                    log_warn("client {}: no mapping left in its quota for its shared memory; copying instead", owner);
+                    datapath_->on_mr_unshared(lkey);
+                    return;
+                }
                 if (const int err = datapath_->on_shared_memory(owner, lkey, req.shared_addr, req.shared_length,
                                                                 received_fd, req.shared_offset);
                     err != 0) {
                     log_warn("client {}: cannot map its shared memory ({}); copying instead", owner,
                              std::strerror(err));
+                } else {
+                    mr_charge = mapped;
                 }
             };
             if (h.op == UROCE_CTRL_REREG_MR) {
                 const int err = mrs.rereg_mr(req.lkey, req.rereg_flags, r);
                 if (err == 0 && (req.rereg_flags & mr::rereg::kChangeTranslation) != 0) {
                     map_shared(req.lkey);
+                    quota_.add(ObjectKind::Mr, req.lkey, owner, mr_charge);
                 }
+                return status_only(out, h, err);
+            }
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
                 return status_only(out, h, err);
             }
             const mr::Registered reg = mrs.reg_mr(r);
             if (reg.error == 0) {
                 map_shared(reg.lkey);
+                quota_.add(ObjectKind::Mr, reg.lkey, owner, mr_charge);
             }
             uroce_ctrl_mr_reply rep{};
             rep.lkey = reg.lkey;
@@ -467,8 +542,11 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         case UROCE_CTRL_DEREG_MR: {
             const std::uint32_t lkey = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = mrs.dereg_mr(lkey, owner);
-            if (err == 0 && datapath_ != nullptr) {
-                datapath_->on_mr_unshared(lkey);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Mr, lkey);
+                if (datapath_ != nullptr) {
+                    datapath_->on_mr_unshared(lkey);
+                }
             }
             return status_only(out, h, err);
         }
@@ -477,13 +555,25 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (req.type != 1 && req.type != 2) {
                 return status_only(out, h, EINVAL);
             }
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
+                return status_only(out, h, err);
+            }
             const auto k = mrs.alloc_mw(req.pd, owner, req.type == 1 ? mr::MwType::Type1 : mr::MwType::Type2);
+            if (k.error == 0) {
+                quota_.add(ObjectKind::Mw, k.key, owner, Charge{});
+            }
             uroce_ctrl_mr_reply rep{};
             rep.rkey = k.key;
             return write_reply(out, h, k.error, rep);
         }
-        case UROCE_CTRL_DEALLOC_MW:
-            return status_only(out, h, mrs.dealloc_mw(read_as<uroce_ctrl_handle>(msg).handle, owner));
+        case UROCE_CTRL_DEALLOC_MW: {
+            const std::uint32_t mw = read_as<uroce_ctrl_handle>(msg).handle;
+            const int err = mrs.dealloc_mw(mw, owner);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Mw, mw);
+            }
+            return status_only(out, h, err);
+        }
         case UROCE_CTRL_BIND_MW: {
             const auto req = read_as<uroce_ctrl_bind_mw>(msg);
             mr::BindRequest b;
@@ -508,29 +598,23 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             if (req.capacity == 0 || req.capacity > (1u << 20) || req.dirty_watermark == 0) {
                 return status_only(out, h, EINVAL);
             }
-            const std::size_t bytes = mr::relaxed_pool_bytes(req.capacity);
-            const int mfd = ::memfd_create("uroce-relaxed-pool", MFD_CLOEXEC);
-            if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) {
-                if (mfd >= 0) {
-                    ::close(mfd);
-                }
-                return status_only(out, h, ENOMEM);
+            const Charge charge{req.capacity, 1, mr::relaxed_pool_bytes(req.capacity), 0};  // a key per slot
+            if (const int err = quota_.admit(owner, charge); err != 0) {
+                return status_only(out, h, err);
             }
-            void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-            if (mem == MAP_FAILED) {
-                ::close(mfd);
+            device::RingMemory memory;
+            if (device::RingMemory::create("uroce-relaxed-pool", mr::relaxed_pool_bytes(req.capacity), memory) != 0) {
                 return status_only(out, h, ENOMEM);
             }
             int err = 0;
             mr::RelaxedPool* pool = mrs.create_relaxed_pool(
-                req.pd, owner, cfg, static_cast<uroce_relaxed_pool_header*>(mem), err);
+                req.pd, owner, cfg, reinterpret_cast<uroce_relaxed_pool_header*>(memory.data()), err);
             if (pool == nullptr) {
-                ::munmap(mem, bytes);
-                ::close(mfd);
                 return status_only(out, h, err);
             }
-            pools_[pool->base_index()] = PoolMapping{owner, pool, mem, bytes};
-            reply_fd = mfd;
+            reply_fd = memory.release_fd();  // closed after sending
+            pools_[pool->base_index()] = PoolMapping{owner, pool, std::move(memory)};
+            quota_.add(ObjectKind::RelaxedPool, pool->base_index(), owner, charge);
             uroce_ctrl_handle r{};
             r.handle = pool->base_index();
             return write_reply(out, h, 0, r);
@@ -563,13 +647,24 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return write_reply(out, h, 0, s);
         }
         case UROCE_CTRL_STATS:
-            return write_reply(out, h, 0, stats_reply(device_, datapath_));
+            return write_reply(out, h, 0, stats_reply(device_, datapath_, visible_to(c)));
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
-                               list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index));
+                               list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,
+                                              visible_to(c)));
         default:
             return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }
+}
+
+OwnerFilter ControlServer::visible_to(const Connection& c) const {
+    if (c.uid == 0 || c.uid == ::geteuid()) {
+        return [](std::uint32_t) { return true; };  // root and the daemon's owner: the whole device
+    }
+    return [this, uid = c.uid](std::uint32_t owner) {
+        const auto it = client_uids_.find(owner);
+        return it != client_uids_.end() && it->second == uid;
+    };
 }
 
 void ControlServer::poll_pools(std::chrono::steady_clock::time_point now) {
@@ -579,14 +674,11 @@ void ControlServer::poll_pools(std::chrono::steady_clock::time_point now) {
 }
 
 void ControlServer::shutdown_clients() {
-    const std::uint32_t record[4] = {0, 0, kEventDeviceFatal, 0};
+    AsyncRecord fatal;
+    fatal.event_type = kEventDeviceFatal;
     std::vector<int> fds;
     for (auto& [fd, c] : connections_) {
-        if (c.async_write_fd >= 0) {
-            // 16 bytes: {element (u64), event_type (u32), reserved}: what
-            // ibv_get_async_event reads from the async fd.
-            [[maybe_unused]] const ssize_t w = ::write(c.async_write_fd, record, sizeof(record));
-        }
+        c.async_events.push(fatal);  // never blocks; lost if the client's pipe is full
         fds.push_back(fd);
     }
     for (int fd : fds) {

@@ -5,6 +5,8 @@
 // connection ends, everything the client owned is destroyed.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -13,9 +15,13 @@
 #include <vector>
 
 #include "abi/control.h"
+#include "async_events.h"
+#include "client_quota.h"
 #include "device/device.h"
+#include "device/ring_memory.h"
 #include "device/ring_registry.h"
 #include "datapath.h"
+#include "handlers_stats.h"
 #include "mr/relaxed_pool.h"
 
 namespace uroce::daemon {
@@ -62,13 +68,24 @@ public:
     // The data path to tell about clients and objects (once, before serving).
     void attach(Datapath& datapath);
 
+    // Per-client quotas and the device's budgets (client_quota.h; before
+    // serving). Without, nothing is limited but the device's own limits.
+    void set_quota(ClientQuota quota) { quota_ = std::move(quota); }
+
 private:
     struct Connection {
         std::uint32_t client = 0;
-        int async_write_fd = -1;  // write end of the client's async-event pipe
+        uid_t uid = 0;                // SO_PEERCRED at connect
+        AsyncEventQueue async_events;  // write end of the client's async-event pipe
     };
 
     void accept_client();
+    // Async events (async_events.h): delivered without ever blocking; a
+    // backlogged queue's fd is watched for EPOLLOUT until it drains.
+    void deliver_async(Connection& c, const AsyncRecord& record);
+    void flush_async(int write_fd);
+    // Whose objects `c` may see in STATS and LIST_MRS (handlers_stats.h).
+    [[nodiscard]] OwnerFilter visible_to(const Connection& c) const;
     void handle(int fd);
     // Ends a connection and destroys what its client owned. A misbehaving
     // client is logged and counted as a bad message.
@@ -96,17 +113,20 @@ private:
     int listen_fd_ = -1;
     int epoll_fd_ = -1;
     std::unordered_map<int, Connection> connections_;
+    std::unordered_map<std::uint32_t, uid_t> client_uids_;  // by client id: SO_PEERCRED's uid
     // Read ends of async-event pipes, handed over with the HELLO reply.
     std::unordered_map<int, int> pending_async_read_;
+    // Backlogged async-event fds watched for EPOLLOUT -> their connection's fd.
+    std::unordered_map<int, int> async_backlogged_;
 
     struct PoolMapping {
         std::uint32_t client = 0;
         mr::RelaxedPool* pool = nullptr;
-        void* memory = nullptr;
-        std::size_t bytes = 0;
+        device::RingMemory memory;  // sealed memfd, as the rings' (device/ring_memory.h)
     };
     std::unordered_map<std::uint32_t, PoolMapping> pools_;  // by pool handle (its base key index)
 
+    ClientQuota quota_;
     device::RingRegistry rings_;
     Datapath* datapath_ = nullptr;
     int doorbell_fd_ = -1;

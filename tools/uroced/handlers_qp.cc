@@ -145,6 +145,11 @@ std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, con
     const device::WqGeometry sq = device::sq_geometry(cr.cap.max_send_wr, cr.cap.max_send_sge, cr.cap.max_inline_data);
     const device::WqGeometry rq = device::rq_geometry(cr.cap.max_recv_wr, cr.cap.max_recv_sge);
     const bool has_rq = cr.srq == 0;
+    const Charge charge{1, 1, sq.bytes() + (has_rq ? rq.bytes() + 64 : 0), 0};
+    if (const int err = quota_.admit(c.client, charge); err != 0) {
+        q.destroy_qp(c.client, made.handle);
+        return status_only(out, h, err);
+    }
     std::shared_ptr<device::QpRings> rings;
     if (const int err = device::make_qp_rings(sq, has_rq ? &rq : nullptr, rings); err != 0) {
         q.destroy_qp(c.client, made.handle);
@@ -162,6 +167,7 @@ std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, con
     rings->srq = cr.srq;
     rings->sq_sig_all = cr.sq_sig_all;
     reply_fd = rings->memory.release_fd();  // closed after sending
+    quota_.add(ObjectKind::Qp, made.handle, c.client, charge);
     uroce_ctrl_create_qp_reply r{};
     r.qpn = made.handle;
     qp::QpCap granted = cr.cap;
@@ -224,6 +230,7 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
                     datapath_->on_destroy_qp(qpn);
                 }
                 rings_.remove_qp(qpn);
+                quota_.remove(ObjectKind::Qp, qpn);
             }
             return status_only(out, h, err);
         }

@@ -123,6 +123,11 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
         return status_only(out, h, cq.error);
     }
     const std::uint32_t entries = device::ring_entries(cqe);
+    const Charge charge{1, 1, device::cq_ring_bytes(entries), req.has_channel};
+    if (const int err = quota_.admit(c.client, charge); err != 0) {
+        q.destroy_cq(c.client, cq.handle);
+        return status_only(out, h, err);
+    }
     std::shared_ptr<device::CqRings> rings;
     int err = device::make_cq_rings(entries, rings);
     if (err == 0 && req.has_channel == 1) {
@@ -137,6 +142,7 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     rings->handle = cq.handle;
     rings->cookie = req.cookie;
     reply_fd = rings->memory.release_fd();  // closed after sending
+    quota_.add(ObjectKind::Cq, cq.handle, c.client, charge);
     uroce_ctrl_cq_reply r{};
     r.handle = cq.handle;
     r.cqe = entries;
@@ -158,6 +164,11 @@ std::size_t ControlServer::create_srq(Connection& c, const uroce_ctrl_hdr& h, co
         return status_only(out, h, s.error);
     }
     const device::WqGeometry g = device::rq_geometry(a.max_wr, a.max_sge);
+    const Charge charge{1, 1, g.bytes(), 0};
+    if (const int err = quota_.admit(c.client, charge); err != 0) {
+        q.destroy_srq(c.client, s.handle);
+        return status_only(out, h, err);
+    }
     std::shared_ptr<device::SrqRings> rings;
     if (const int err = device::make_srq_rings(g, rings); err != 0) {
         q.destroy_srq(c.client, s.handle);
@@ -169,6 +180,7 @@ std::size_t ControlServer::create_srq(Connection& c, const uroce_ctrl_hdr& h, co
     rings->pd = req.pd;
     rings->cookie = req.cookie;
     reply_fd = rings->memory.release_fd();
+    quota_.add(ObjectKind::Srq, s.handle, c.client, charge);
     uroce_ctrl_srq r{};
     r.pd = req.pd;
     r.handle = s.handle;
@@ -198,6 +210,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
                     datapath_->on_destroy_cq(cq);
                 }
                 rings_.remove_cq(cq);
+                quota_.remove(ObjectKind::Cq, cq);
             }
             return status_only(out, h, err);
         }
@@ -237,14 +250,21 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
                     datapath_->on_destroy_srq(srq);
                 }
                 rings_.remove_srq(srq);
+                quota_.remove(ObjectKind::Srq, srq);
             }
             return status_only(out, h, err);
         }
         case UROCE_CTRL_CREATE_AH: {
             const auto req = read_as<uroce_ctrl_create_ah>(msg);
+            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
+                return status_only(out, h, err);
+            }
             const device::Created a = q.create_ah(owner, req.pd, ah_from_wire(req.attr));
-            if (a.error == 0 && datapath_ != nullptr) {
-                datapath_->on_ah(a.handle, ah_from_wire(req.attr));
+            if (a.error == 0) {
+                quota_.add(ObjectKind::Ah, a.handle, owner, Charge{});
+                if (datapath_ != nullptr) {
+                    datapath_->on_ah(a.handle, ah_from_wire(req.attr));
+                }
             }
             uroce_ctrl_handle r{};
             r.handle = a.handle;
@@ -253,8 +273,11 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
         case UROCE_CTRL_DESTROY_AH: {
             const std::uint32_t ah = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_ah(owner, ah);
-            if (err == 0 && datapath_ != nullptr) {
-                datapath_->on_destroy_ah(ah);
+            if (err == 0) {
+                quota_.remove(ObjectKind::Ah, ah);
+                if (datapath_ != nullptr) {
+                    datapath_->on_destroy_ah(ah);
+                }
             }
             return status_only(out, h, err);
         }

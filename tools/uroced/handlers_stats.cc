@@ -59,7 +59,8 @@ uroce_stats_neighbours neighbour_stats(const net::NeighbourCounters& n) {
 
 }  // namespace
 
-uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath) {
+uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath,
+                                   const OwnerFilter& visible) {
     uroce_ctrl_stats_reply r{};
     if (datapath != nullptr) {
         r.engine = engine_stats(datapath->engine().counters());
@@ -87,6 +88,9 @@ uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath*
         r.idle.slept_ns = i.slept_ns;
     }
     device.mrs().for_each_mr([&](const mr::Descriptor& d) {
+        if (!visible(d.owner)) {
+            return true;
+        }
         switch (way_of(d, datapath)) {
             case UROCE_MR_WAY_SHARED:
                 ++r.mrs_shared;
@@ -104,10 +108,13 @@ uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath*
 }
 
 uroce_ctrl_list_mrs_reply list_mrs_reply(const device::Device& device, const Datapath* datapath,
-                                         std::uint32_t first_index) {
+                                         std::uint32_t first_index, const OwnerFilter& visible) {
     uroce_ctrl_list_mrs_reply r{};
     device.mrs().for_each_mr(
         [&](const mr::Descriptor& d) {
+            if (!visible(d.owner)) {
+                return true;
+            }
             if (r.count == UROCE_LIST_MRS_PER_REPLY) {
                 r.next_index = d.index;  // one more: the next page starts here
                 return false;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "abi/control.h"
 #include "datapath.h"
@@ -10,12 +11,21 @@
 
 namespace uroce::daemon {
 
-// Every counter group; `datapath` may be nullptr (no data path attached:
-// those groups stay zero and every MR counts as unserved).
-[[nodiscard]] uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath);
+// Which clients' objects the asker may see (by owner client id): a client
+// sees only objects of its own user's clients, root and the daemon's owner
+// see the whole device (docs/stats.md, "Who sees what").
+using OwnerFilter = std::function<bool(std::uint32_t owner)>;
 
-// Up to UROCE_LIST_MRS_PER_REPLY MRs from key index `first_index` on.
+// Every counter group; `datapath` may be nullptr (no data path attached:
+// those groups stay zero and every MR counts as unserved). The MR counts are
+// of the MRs `visible` admits; the counters are the device's, as the
+// kernel's port and hw counters are readable by every user.
+[[nodiscard]] uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath,
+                                                 const OwnerFilter& visible);
+
+// Up to UROCE_LIST_MRS_PER_REPLY of the MRs `visible` admits, from key
+// index `first_index` on.
 [[nodiscard]] uroce_ctrl_list_mrs_reply list_mrs_reply(const device::Device& device, const Datapath* datapath,
-                                                       std::uint32_t first_index);
+                                                       std::uint32_t first_index, const OwnerFilter& visible);
 
 }  // namespace uroce::daemon

@@ -8,16 +8,19 @@
 // clients until SIGINT or SIGTERM. Logs go to stderr.
 #include <sched.h>
 #include <signal.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
 
+#include "client_quota.h"
 #include "control_server.h"
 #include "datapath.h"
 #include "idle_wait.h"
@@ -138,9 +141,12 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         if (idle.wait(d.timeout)) {
             server.poll_once(0);
             next_control = Clock::now() + std::chrono::microseconds(100);
-            // Drain the doorbell so the next sleep blocks again.
+            // Drain the doorbell so the next sleep blocks again. RWF_NOWAIT:
+            // every client holds this eventfd's open file description and
+            // could clear its O_NONBLOCK; the daemon must not block here.
             std::uint64_t rings = 0;
-            [[maybe_unused]] const ssize_t r = ::read(server.doorbell_fd(), &rings, sizeof rings);
+            iovec iov{&rings, sizeof rings};
+            [[maybe_unused]] const ssize_t r = ::preadv2(server.doorbell_fd(), &iov, 1, -1, RWF_NOWAIT);
         }
     }
     datapath.set_idle_counters(nullptr);
@@ -172,6 +178,22 @@ int main(int argc, char** argv) {
     app.add_option("--state-dir", state_dir, "where the device is published")->capture_default_str();
     app.add_option("--mtu", mtu, "Ethernet MTU of the port (default: the port's own, 1500 for loopback)")
         ->check(CLI::Range(576u, 9216u));
+    // ---- per-client quotas (client_quota.h, docs/daemon.md "Quotas"); 0: the derived default ----
+    daemon::QuotaLimits quota_flags{0, 0, 0, 0};
+    std::uint64_t quota_memory_mib = 0;
+    app.add_option("--client-max-objects", quota_flags.objects,
+                   "objects (PD, MR, MW, CQ, QP, SRQ, AH, relaxed-pool slot) one client may hold "
+                   "(default 1048576, a quarter of the device's MR keys)");
+    app.add_option("--client-max-mappings", quota_flags.mappings,
+                   "daemon mappings (rings, pools, shared MRs) one client may hold "
+                   "(default: a quarter of vm.max_map_count less the daemon's own)");
+    app.add_option("--client-max-memory-mib", quota_memory_mib,
+                   "MiB of shared memory (rings, pools, shared MRs) one client may have the daemon map "
+                   "(default: a quarter of the machine's memory)");
+    app.add_option("--client-max-fds", quota_flags.fds,
+                   "daemon file descriptors (completion channels) one client may hold "
+                   "(default: a quarter of RLIMIT_NOFILE, raised to its hard limit, less the daemon's own)");
+    // ---- end of per-client quotas ----
     CLI11_PARSE(app, argc, argv);
 
     if (name.rfind("uroce", 0) != 0 || name.size() > 32 || name.find('/') != std::string::npos) {
@@ -235,9 +257,30 @@ int main(int argc, char** argv) {
             return 2;
 #endif
         }
+        // Device limits the daemon can reach: every CQ, QP and SRQ costs it
+        // one mapping (and a CQ with a channel one descriptor).
+        const daemon::DeviceBudget budget = daemon::measure_device_budget();
+        daemon::QuotaLimits quota = daemon::default_quota(budget);
+        quota_flags.bytes = quota_memory_mib << 20;
+        for (auto [flag, value] : {std::pair{quota_flags.objects, &quota.objects},
+                                   std::pair{quota_flags.mappings, &quota.mappings},
+                                   std::pair{quota_flags.bytes, &quota.bytes}, std::pair{quota_flags.fds, &quota.fds}}) {
+            if (flag != 0) {
+                *value = flag;
+            }
+        }
+        auto reachable = [&](std::uint32_t& limit) {
+            limit = static_cast<std::uint32_t>(std::min<std::uint64_t>({limit, budget.mappings, budget.fds}));
+        };
+        reachable(cfg.queue_limits.max_cq);
+        reachable(cfg.queue_limits.max_qp);
+        reachable(cfg.queue_limits.max_srq);
+        daemon::log_info("budget: {} mappings, {} descriptors; per client: {} objects, {} mappings, {} MiB, {} fds",
+                         budget.mappings, budget.fds, quota.objects, quota.mappings, quota.bytes >> 20, quota.fds);
         device::Device dev(cfg);
         const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
         daemon::ControlServer server(socket_path, dev);
+        server.set_quota(daemon::ClientQuota(quota, budget));
         daemon::Datapath datapath(dev, *port);
         server.attach(datapath);
         // On a kernel interface (af_packet) the host stack sees our RoCE

@@ -106,5 +106,22 @@ TEST(RingMemory, ZeroBytesIsRefused) {
     EXPECT_FALSE(m.valid());
 }
 
+// The client gets the memfd: it is sealed so that no ftruncate can take the
+// pages from under the daemon's mapping (a SIGBUS in the daemon).
+TEST(RingMemory, SizeIsSealedForGood) {
+    RingMemory m;
+    ASSERT_EQ(RingMemory::create("uroce-test", 8192, m), 0);
+    const int fd = m.release_fd();
+    ASSERT_GE(fd, 0);
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    EXPECT_EQ(::ftruncate(fd, 0), -1);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_EQ(::ftruncate(fd, 16384), -1);
+    EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1);  // F_SEAL_SEAL: no more seals, none lifted
+    m.data()[8191] = 1;                                      // still mapped, still writable
+    ::close(fd);
+}
+
 }  // namespace
 }  // namespace uroce::device
