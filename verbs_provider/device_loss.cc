@@ -103,4 +103,9 @@ int FlushedCompletions::poll(DeviceLoss& loss, const ibv_cq* cq, int num_entries
     return static_cast<int>(n);
 }
 
+bool FlushedCompletions::pending() {
+    std::lock_guard lock(mutex_);
+    return stage_ == Stage::NotCollected || next_ < pending_.size();
+}
+
 }  // namespace uroce::provider

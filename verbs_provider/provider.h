@@ -111,6 +111,8 @@ class FlushedCompletions {
 public:
     // Up to `num_entries` of them; collects them from `loss` on the first call.
     int poll(DeviceLoss& loss, const ibv_cq* cq, int num_entries, ibv_wc* wc);
+    // Whether some are still to be handed out (or not yet collected).
+    [[nodiscard]] bool pending();
 
 private:
     enum class Stage : std::uint8_t { NotCollected, Collected };
@@ -151,6 +153,7 @@ struct Cq {
     std::size_t ring_bytes;
     CompletionRing completions;
     FlushedCompletions flushed;  // once the daemon has gone
+    int channel_notify_fd = -1;  // the channel's write end (the preload's), -1 without a channel
 };
 struct Qp {
     pabi::verbs_qp vqp;

@@ -105,6 +105,7 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
         return nullptr;
     }
     cq->ring_bytes = reply.ring_bytes;
+    cq->channel_notify_fd = notify_fd;
     // libibverbs' ibv_create_cq fills context, channel, cq_context, the
     // mutex and cond (verbs_init_cq) after we return.
     ibv_cq& c = cq->vcq.cq;
@@ -145,7 +146,16 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
 }
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {
-    to_cq(ibcq)->completions.request_notify(solicited_only != 0);
+    Cq* cq = to_cq(ibcq);
+    cq->completions.request_notify(solicited_only != 0);
+    // With the daemon gone nobody else will write the event: while flushed
+    // completions wait, the channel gets one at once, so a program that
+    // arms and then blocks in ibv_get_cq_event wakes to poll them. The
+    // socket is looked at every time: arming precedes a blocking wait.
+    if (cq->channel_notify_fd >= 0 && link_of(ibcq->context).hung_up() && cq->flushed.pending()) {
+        const std::uint64_t cookie = reinterpret_cast<std::uintptr_t>(ibcq);  // what ibv_get_cq_event reads
+        [[maybe_unused]] const ssize_t w = ::write(cq->channel_notify_fd, &cookie, sizeof cookie);
+    }
     return 0;
 }
 

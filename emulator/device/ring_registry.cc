@@ -106,6 +106,11 @@ std::shared_ptr<const SrqRings> RingRegistry::srq(std::uint32_t handle) const {
     return find_in(srqs_, handle);
 }
 
+std::vector<std::shared_ptr<const CqRings>> RingRegistry::all_cqs() const {
+    std::lock_guard lock(mutex_);
+    return values_of(cqs_);
+}
+
 std::vector<std::shared_ptr<const QpRings>> RingRegistry::all_qps() const {
     std::lock_guard lock(mutex_);
     return values_of(qps_);

@@ -97,7 +97,8 @@ public:
     [[nodiscard]] std::shared_ptr<const CqRings> cq(std::uint32_t handle) const;
     [[nodiscard]] std::shared_ptr<const QpRings> qp(std::uint32_t qpn) const;
     [[nodiscard]] std::shared_ptr<const SrqRings> srq(std::uint32_t handle) const;
-    // Every QP and SRQ at this moment (e.g. to arm their doorbells).
+    // Every CQ, QP and SRQ at this moment (e.g. to arm their doorbells).
+    [[nodiscard]] std::vector<std::shared_ptr<const CqRings>> all_cqs() const;
     [[nodiscard]] std::vector<std::shared_ptr<const QpRings>> all_qps() const;
     [[nodiscard]] std::vector<std::shared_ptr<const SrqRings>> all_srqs() const;
     // Changes (with release order) after every add and remove: a cache that

@@ -12,6 +12,8 @@ struct DeviceLocation {
 
     [[nodiscard]] std::string sysfs_path() const { return state_dir + "/sys"; }
     [[nodiscard]] std::string socket_path() const { return state_dir + "/" + device + ".sock"; }
+    // flock(2)ed by the uroced serving the device (docs/daemon.md).
+    [[nodiscard]] std::string lock_path() const { return state_dir + "/" + device + ".lock"; }
 };
 
 // The state directory: --state-dir if given, else $UROCE_STATE_DIR, else /run/uroce.

@@ -1,5 +1,9 @@
 #include "status_command.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include <chrono>
@@ -27,10 +31,28 @@ const char* mtu_name(std::uint32_t m) {
     return m < 6 ? kNames[m] : "?";
 }
 
+// Whether the device's lock file is there and nobody holds it: what a
+// uroced that crashed or was SIGKILLed leaves.
+bool left_by_a_dead_daemon(const DeviceLocation& loc) {
+    const int fd = ::open(loc.lock_path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return false;
+    }
+    const bool free = ::flock(fd, LOCK_SH | LOCK_NB) == 0;
+    ::close(fd);
+    return free;
+}
+
 int show(const DeviceLocation& loc) {
     abi::ControlClient c;
     if (int err = c.connect(loc.socket_path()); err != 0) {
         fmt::print(stderr, "uroce status: no daemon at {} ({})\n", loc.socket_path(), std::strerror(err));
+        if (left_by_a_dead_daemon(loc)) {
+            fmt::print(stderr,
+                       "uroce status: the uroced of {} in {} did not stop cleanly; the next uroced started there "
+                       "removes what it left\n",
+                       loc.device, loc.state_dir);
+        }
         return 1;
     }
     uroce_ctrl_status_reply st{};

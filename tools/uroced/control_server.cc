@@ -677,6 +677,21 @@ void ControlServer::shutdown_clients() {
     AsyncRecord fatal;
     fatal.event_type = kEventDeviceFatal;
     std::vector<int> fds;
+    // Hang up first: a client woken by what follows must find the
+    // connection closed, which is how its provider knows to flush its work
+    // requests (docs/provider.md).
+    for (auto& [fd, c] : connections_) {
+        ::shutdown(fd, SHUT_RDWR);
+    }
+    // One event on every completion channel, as a device in fatal error
+    // calls every CQ's completion handler: a thread blocked in
+    // ibv_get_cq_event wakes, polls and gets its flushed completions.
+    for (const auto& cq : rings_.all_cqs()) {
+        if (cq->channel_fd >= 0) {
+            const std::uint64_t cookie = cq->cookie;
+            [[maybe_unused]] const ssize_t w = ::write(cq->channel_fd, &cookie, sizeof cookie);
+        }
+    }
     for (auto& [fd, c] : connections_) {
         c.async_events.push(fatal);  // never blocks; lost if the client's pipe is full
         fds.push_back(fd);

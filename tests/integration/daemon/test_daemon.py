@@ -387,6 +387,10 @@ class LifecycleTests(unittest.TestCase):
             d.stop()
             left = state_entries(state)
             self.assertEqual(left, sorted([f"{name}.lock", f"{name}.sock", "sys"]))
+            r = subprocess.run([UROCE, "status", "--state-dir", state, "--device", name], capture_output=True,
+                               text=True, timeout=30)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("did not stop cleanly", r.stderr)
             if os.geteuid() == 0:
                 self.assertIn(f"uverbs_{name}", node_entries(name))
             again = Daemon(name=name, state=state)

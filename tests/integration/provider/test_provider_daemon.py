@@ -359,6 +359,12 @@ class ProgramsWhenTheDaemonGoes(unittest.TestCase):
     def test_rc_pingpong_sigkill(self):
         self.daemon_goes_under(["ibv_rc_pingpong", "-d", "uroce0", "-g", "2", "-n", "100000000"], signal.SIGKILL)
 
+    def test_rc_pingpong_with_events_sigterm(self):
+        # Blocked in ibv_get_cq_event: the stopping daemon writes one event
+        # on every channel, after hanging up.
+        self.daemon_goes_under(["ibv_rc_pingpong", "-d", "uroce0", "-g", "2", "-e", "-n", "100000000"],
+                               signal.SIGTERM)
+
     def test_ib_write_bw_sigkill(self):
         self.daemon_goes_under(["ib_write_bw", "-d", "uroce0", "-x", "2", "-n", "100000000"], signal.SIGKILL)
 
