@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -682,40 +681,19 @@ bool share_memory_setting(const char* value) {
     return true;
 }
 
-int peer_pid(int socket_fd, pid_t& pid) {
-    ucred cred{};
-    socklen_t size = sizeof cred;
-    if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &cred, &size) != 0) {
+int open_process_files(int& mem_fd, int& maps_fd) {
+    mem_fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (mem_fd < 0) {
         return errno;
     }
-    // 0: the peer lives in a pid namespace this process cannot see.
-    if (cred.pid <= 0) {
-        return ESRCH;
+    maps_fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps_fd < 0) {
+        const int err = errno;
+        ::close(mem_fd);
+        mem_fd = -1;
+        return err;
     }
-    pid = cred.pid;
     return 0;
-}
-
-int allow_daemon_access(pid_t daemon_pid) {
-    // Documentation/admin-guide/LSM/Yama.rst: 0 classic ptrace permissions,
-    // 1 restricted to descendants and named tracers, 2 CAP_SYS_PTRACE only,
-    // 3 no attach at all. No file: Yama is not there.
-    long scope = 0;
-    if (const int fd = ::open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC); fd >= 0) {
-        char text[16] = {};
-        const ssize_t got = ::read(fd, text, sizeof text - 1);
-        ::close(fd);
-        if (got > 0) {
-            scope = std::strtol(text, nullptr, 10);
-        }
-    }
-    if (scope <= 0 || daemon_pid == ::getpid()) {
-        return 0;
-    }
-    if (scope == 1) {
-        return ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(daemon_pid), 0UL, 0UL, 0UL) == 0 ? 0 : errno;
-    }
-    return EPERM;
 }
 
 }  // namespace uroce::provider

@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 2u
+#define UROCE_CTRL_VERSION 3u /* 3: HELLO carries the client's process files */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -68,7 +68,14 @@ struct uroce_ctrl_hdr {
     uint32_t reserved;
 };
 
-/* HELLO: the first message; the daemon answers with its limits. */
+/* HELLO: the first message. It carries two file descriptors (SCM_RIGHTS, in
+ * this order) that the client opened itself: /proc/self/mem, read-write, and
+ * /proc/self/maps. They are how the daemon reaches the client's memory (never
+ * by pid: docs/security.md); without them, or with anything else, HELLO
+ * fails with EINVAL, and a second HELLO with EALREADY. Until a HELLO
+ * succeeds the client's memory is unreachable: REG_MR of process memory
+ * fails with EFAULT. The reply carries the read end of the client's
+ * async-event pipe. Every other request carries at most one fd. */
 struct uroce_ctrl_hello {
     struct uroce_ctrl_hdr hdr;
     uint32_t abi_version;  /* UROCE_CTRL_VERSION */

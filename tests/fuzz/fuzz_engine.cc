@@ -275,7 +275,7 @@ private:
 
     mr::PdTable pds_;
     mr::MrTable mrs_{pds_};
-    dma::ClientMemory memory_{::getpid()};
+    dma::ClientMemory memory_{dma::open_process_memory(::getpid())};
     Sink sink_;
     std::unique_ptr<engine::Engine> engine_;
     std::uint32_t pd_ = 0;
