@@ -65,7 +65,7 @@ public:
         }
         ::close(ready[0]);
         stop_fd_ = fds[1];
-        memory_ = std::make_unique<ClientMemory>(pid_);
+        memory_ = std::make_unique<ClientMemory>(uroce::dma::open_process_memory(pid_));
         if (memory_->add_shared(address(Way::Shared), kRegion, fd_, 0) != 0) {
             std::abort();
         }

@@ -242,7 +242,7 @@ void BM_RegDereg_Mr(benchmark::State& state) {
     RegRequest req = request(pd, kOwner, kBase, 8192);
     if (state.range(0) != 0) {
         req.addr = reinterpret_cast<std::uintptr_t>(memory.data());
-        req.address_space = std::make_shared<ProcessAddressSpace>(getpid());
+        req.address_space = std::make_shared<ProcessAddressSpace>(ProcessAddressSpace::open_maps(getpid()));
     }
     std::uint64_t bad = 0;
     for (auto _ : state) {
