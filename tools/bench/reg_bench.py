@@ -3,7 +3,7 @@
 client registers, and what that does to another client's latency.
 
 usage: sudo tools/bench/reg_bench.py [--build-dir build] [--count 10000] [--lat-iters 50000]
-                                    [--reg-flood PATH]
+                                    [--rounds 3] [--reg-flood PATH]
 
 One uroced on the embedded loopback port. Prints:
   - the registration rate of one client registering --count distinct small
@@ -57,6 +57,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--count", type=int, default=10000, help="MRs per registration round")
+    ap.add_argument("--rounds", type=int, default=3, help="registration rounds measured alone")
     ap.add_argument("--reg-flood", help="the reg_flood program (default: BUILD_DIR/tests/bench/reg_flood)")
     ap.add_argument("--lat-iters", type=int, default=50000, help="ping-pong iterations (ib_send_lat -n)")
     args = ap.parse_args()
@@ -74,8 +75,8 @@ def main():
     topo = harness.Topology("loopback", uroced, uroce)
     try:
         d = topo.server.daemon
-        alone = subprocess.run(d.exec_argv(flood, d.name, str(args.count), "3"), capture_output=True, text=True,
-                               timeout=RUN_TIMEOUT)
+        alone = subprocess.run(d.exec_argv(flood, d.name, str(args.count), str(args.rounds)), capture_output=True,
+                               text=True, timeout=RUN_TIMEOUT * args.rounds)
         reg_alone = rates(alone.stdout)
         if reg_alone is None:
             raise RuntimeError(f"reg_flood failed: {alone.stdout}{alone.stderr}")
