@@ -431,7 +431,7 @@ struct uroce_ctrl_stats_reply {
     struct uroce_stats_dma dma;
     struct uroce_stats_idle idle;
     uint32_t mrs_shared;        /* MRs whose whole range a shared mapping serves */
-    uint32_t mrs_copy;          /* MRs served by process_vm_readv/writev */
+    uint32_t mrs_copy;          /* MRs served by copies (the client's /proc/self/mem) */
     uint32_t mrs_unserved;      /* MRs the DMA interface does not reach (dma-buf) */
     uint32_t reserved;
 };
@@ -445,7 +445,7 @@ struct uroce_ctrl_stats_reply {
 enum uroce_mr_way {
     UROCE_MR_WAY_UNSERVED = 0,  /* no client memory behind it (dma-buf) */
     UROCE_MR_WAY_SHARED = 1,    /* a shared mapping: memcpy */
-    UROCE_MR_WAY_COPY = 2,      /* process_vm_readv / process_vm_writev */
+    UROCE_MR_WAY_COPY = 2,      /* pread / pwrite on the client's /proc/self/mem */
 };
 #define UROCE_LIST_MRS_PER_REPLY 8u
 

@@ -368,7 +368,7 @@ TEST_F(SharedWay, WritesAndReadsBothWays) {
     EXPECT_EQ(c.copy_ops, 0u);
 }
 
-// What the daemon's mapping of the file shows, not what process_vm would
+// What the daemon's mapping of the file shows, not what a copy through the mem file would
 // read at that address: give it a client range whose address holds other
 // memory, and the reads tell which way went.
 TEST_F(SharedWay, SharedReadsGoThroughTheDaemonsMapping) {
