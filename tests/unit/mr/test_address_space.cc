@@ -166,6 +166,22 @@ TEST(ProcessAddressSpaceTest, NoSuchProcessHasNothingMapped) {
     EXPECT_FALSE(ghost.huge_page_size(reinterpret_cast<std::uintptr_t>(&on_stack), 4).has_value());
 }
 
+// HUGETLB registrations rely on the page size PROCMAP_QUERY reports.
+TEST(ProcessAddressSpaceTest, HugePagesAreSeenAsHuge) {
+    constexpr std::size_t kHuge = 2u << 20;
+    void* p = mmap(nullptr, kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p == MAP_FAILED) {
+        GTEST_SKIP() << "no 2 MiB huge page to map (vm.nr_hugepages)";
+    }
+    const ProcessAddressSpace self(ProcessAddressSpace::open_maps(getpid()));
+    const auto base = reinterpret_cast<std::uintptr_t>(p);
+    const auto size = self.huge_page_size(base, kHuge);
+    ASSERT_TRUE(size.has_value()) << "a kernel without PROCMAP_QUERY cannot tell";
+    EXPECT_EQ(*size, kHuge);
+    EXPECT_TRUE(self.accessible(base, kHuge, true));
+    munmap(p, kHuge);
+}
+
 TEST(ProcessAddressSpaceTest, WithoutAFileNothingIsMapped) {
     const ProcessAddressSpace ghost{UniqueFd{}};
     int on_stack = 0;
