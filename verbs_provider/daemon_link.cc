@@ -30,16 +30,19 @@ int DaemonLink::open(const char* socket_path, int& async_fd) {
         return err == EACCES ? EACCES : ENODEV;
     }
     client_.set_timeout_ms(kReplyTimeoutMs);
-    // The daemon copies to and from our memory with process_vm_* where it
-    // cannot share it; under Yama ptrace_scope 1 that needs our consent
-    // (best effort: a root daemon does not need it).
-    if (pid_t daemon = 0; peer_pid(client_.fd(), daemon) == 0) {
-        allow_daemon_access(daemon);
+    // The daemon reaches our memory (where it is not shared) only through
+    // these two files of ours, which reach nothing once we exec or exit.
+    int process_files[2] = {-1, -1};
+    if (err = open_process_files(process_files[0], process_files[1]); err != 0) {
+        client_.close();
+        return err;
     }
     auto hello = request<uroce_ctrl_hello>(UROCE_CTRL_HELLO);
     hello.abi_version = UROCE_CTRL_VERSION;
     uroce_ctrl_hello_reply reply{};
-    err = client_.call(&hello, sizeof hello, &reply, sizeof reply, -1, &async_fd);
+    err = client_.call_with_fds(&hello, sizeof hello, &reply, sizeof reply, process_files, &async_fd);
+    ::close(process_files[0]);
+    ::close(process_files[1]);
     if (err == 0 && async_fd < 0) {
         err = EPROTO;  // HELLO must pass the async-event pipe
     }

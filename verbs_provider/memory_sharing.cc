@@ -6,8 +6,8 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -246,6 +246,96 @@ bool read_vmas(std::uint64_t from, std::uint64_t to, std::vector<Vma>& overlappi
     });
 }
 
+// PROCMAP_QUERY (include/uapi/linux/fs.h, Linux 6.11): one mapping of an
+// open /proc/self/maps, found by address, without formatting the whole file
+// (which costs time in proportion to the mappings a process has). Spelled
+// out because the distribution's headers may predate it; the layout is
+// kernel ABI (the daemon uses it too: emulator/mr/address_space.cc).
+struct ProcmapQuery {
+    std::uint64_t size;
+    std::uint64_t query_flags;
+    std::uint64_t query_addr;
+    std::uint64_t vma_start;
+    std::uint64_t vma_end;
+    std::uint64_t vma_flags;
+    std::uint64_t vma_page_size;
+    std::uint64_t vma_offset;
+    std::uint64_t inode;
+    std::uint32_t dev_major;
+    std::uint32_t dev_minor;
+    std::uint32_t vma_name_size;
+    std::uint32_t build_id_size;
+    std::uint64_t vma_name_addr;
+    std::uint64_t build_id_addr;
+};
+static_assert(sizeof(ProcmapQuery) == 104);
+constexpr unsigned long kProcmapQuery = _IOWR('f', 17, ProcmapQuery);
+constexpr std::uint64_t kQueryReadable = 0x01;
+constexpr std::uint64_t kQueryWritable = 0x02;
+constexpr std::uint64_t kQueryExecutable = 0x04;
+constexpr std::uint64_t kQueryShared = 0x08;
+constexpr std::uint64_t kQueryCoveringOrNext = 0x10;
+// A mapping's name: a path (PATH_MAX) plus " (deleted)".
+constexpr std::size_t kVmaNameBytes = 4096 + 16;
+
+enum class Query : std::uint8_t { Found, None, Unsupported };
+
+Query query_vma(int maps, std::uint64_t addr, std::uint64_t flags, Vma& v) {
+    char name[kVmaNameBytes];
+    ProcmapQuery q{};
+    q.size = sizeof q;
+    q.query_flags = flags;
+    q.query_addr = addr;
+    q.vma_name_addr = reinterpret_cast<std::uintptr_t>(name);
+    q.vma_name_size = sizeof name;
+    if (::ioctl(maps, kProcmapQuery, &q) != 0) {
+        return errno == ENOTTY || errno == EINVAL || errno == EOPNOTSUPP ? Query::Unsupported : Query::None;
+    }
+    v.start = q.vma_start;
+    v.end = q.vma_end;
+    v.readable = (q.vma_flags & kQueryReadable) != 0;
+    v.writable = (q.vma_flags & kQueryWritable) != 0;
+    v.executable = (q.vma_flags & kQueryExecutable) != 0;
+    v.shared = (q.vma_flags & kQueryShared) != 0;
+    v.offset = q.vma_offset;
+    v.dev_major = q.dev_major;
+    v.dev_minor = q.dev_minor;
+    v.inode = q.inode;
+    // vma_name_size counts the terminating NUL; 0 when there is no name.
+    const std::size_t length = q.vma_name_size > 0 ? q.vma_name_size - 1 : 0;
+    v.name = classify(Text{name, name + length});
+    return Query::Found;
+}
+
+// read_vmas by PROCMAP_QUERY: `below` only when it ends where the first
+// overlapping mapping starts (all that is asked of it: a guard page under a
+// stack). Unsupported on kernels before 6.11.
+Query query_vmas(std::uint64_t from, std::uint64_t to, std::vector<Vma>& overlapping, Vma& below) {
+    const int maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps < 0) {
+        return Query::None;
+    }
+    Query result = Query::Found;
+    Vma v;
+    for (std::uint64_t at = from; at < to;) {
+        const Query q = query_vma(maps, at, kQueryCoveringOrNext, v);
+        if (q == Query::Unsupported) {
+            result = q;
+        }
+        if (q != Query::Found || v.start >= to) {
+            break;
+        }
+        overlapping.push_back(v);
+        at = v.end;
+    }
+    const std::uint64_t first = overlapping.empty() ? from : overlapping.front().start;
+    if (result == Query::Found && first > 0 && query_vma(maps, first - 1, 0, v) == Query::Found && v.end == first) {
+        below = v;
+    }
+    ::close(maps);
+    return result;
+}
+
 // Whether [from, to) is mapped, without holes, by `vmas` that all satisfy `ok`.
 template <typename Pred>
 bool covered(const std::vector<Vma>& vmas, std::uint64_t from, std::uint64_t to, Pred ok) {
@@ -406,8 +496,12 @@ SharedMemory MemorySharing::share(const void* addr, std::size_t length, bool kee
     std::lock_guard lock(mutex_);
     std::vector<Vma> vmas;
     Vma below;
-    if (!read_vmas(start, end, vmas, below)) {
-        return {};
+    if (query_vmas(start, end, vmas, below) == Query::Unsupported) {
+        vmas.clear();
+        below = Vma{};
+        if (!read_vmas(start, end, vmas, below)) {
+            return {};
+        }
     }
 
     // Ranges remapped before that the registration touches: still our memfd
@@ -682,40 +776,19 @@ bool share_memory_setting(const char* value) {
     return true;
 }
 
-int peer_pid(int socket_fd, pid_t& pid) {
-    ucred cred{};
-    socklen_t size = sizeof cred;
-    if (::getsockopt(socket_fd, SOL_SOCKET, SO_PEERCRED, &cred, &size) != 0) {
+int open_process_files(int& mem_fd, int& maps_fd) {
+    mem_fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    if (mem_fd < 0) {
         return errno;
     }
-    // 0: the peer lives in a pid namespace this process cannot see.
-    if (cred.pid <= 0) {
-        return ESRCH;
+    maps_fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (maps_fd < 0) {
+        const int err = errno;
+        ::close(mem_fd);
+        mem_fd = -1;
+        return err;
     }
-    pid = cred.pid;
     return 0;
-}
-
-int allow_daemon_access(pid_t daemon_pid) {
-    // Documentation/admin-guide/LSM/Yama.rst: 0 classic ptrace permissions,
-    // 1 restricted to descendants and named tracers, 2 CAP_SYS_PTRACE only,
-    // 3 no attach at all. No file: Yama is not there.
-    long scope = 0;
-    if (const int fd = ::open("/proc/sys/kernel/yama/ptrace_scope", O_RDONLY | O_CLOEXEC); fd >= 0) {
-        char text[16] = {};
-        const ssize_t got = ::read(fd, text, sizeof text - 1);
-        ::close(fd);
-        if (got > 0) {
-            scope = std::strtol(text, nullptr, 10);
-        }
-    }
-    if (scope <= 0 || daemon_pid == ::getpid()) {
-        return 0;
-    }
-    if (scope == 1) {
-        return ::prctl(PR_SET_PTRACER, static_cast<unsigned long>(daemon_pid), 0UL, 0UL, 0UL) == 0 ? 0 : errno;
-    }
-    return EPERM;
 }
 
 }  // namespace uroce::provider

@@ -130,18 +130,13 @@ MemorySharing& process_memory_sharing();
 // "0", "no", "off", "false" mean no.
 bool share_memory_setting(const char* value);
 
-// The pid of the process at the other end of a connected Unix socket
-// (SO_PEERCRED): the daemon, for the control socket. 0 or an errno.
-int peer_pid(int socket_fd, pid_t& pid);
-
-// Lets the daemon copy from and into this process (process_vm_readv and
-// process_vm_writev need ptrace access, PTRACE_MODE_ATTACH). Under Yama
-// ptrace_scope 1 a non-root daemon may only do that to processes that name it
-// with prctl(PR_SET_PTRACER), which this does (replacing any other process
-// the application had named: Yama keeps one per process; with two uroce
-// devices served by two non-root daemons, only the last one opened can copy).
-// 0 when nothing is needed or it was done; EPERM under ptrace_scope 2 or 3
-// (only a daemon with CAP_SYS_PTRACE can copy then); an errno of prctl.
-int allow_daemon_access(pid_t daemon_pid);
+// The files through which the daemon reaches this process's memory where it
+// is not shared (the copying way, emulator/dma/client_memory.h), sent with
+// HELLO: /proc/self/mem opened read-write and /proc/self/maps. Opened by this
+// process itself, they carry no more right than it has, and the kernel binds
+// them to this address space: after an exec or an exit they reach nothing
+// (docs/security.md). No ptrace permission is involved. 0 or an errno; on
+// success the caller owns both fds.
+int open_process_files(int& mem_fd, int& maps_fd);
 
 }  // namespace uroce::provider

@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 2u
+#define UROCE_CTRL_VERSION 3u /* 3: HELLO carries the client's process files */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -68,7 +68,14 @@ struct uroce_ctrl_hdr {
     uint32_t reserved;
 };
 
-/* HELLO: the first message; the daemon answers with its limits. */
+/* HELLO: the first message. It carries two file descriptors (SCM_RIGHTS, in
+ * this order) that the client opened itself: /proc/self/mem, read-write, and
+ * /proc/self/maps. They are how the daemon reaches the client's memory (never
+ * by pid: docs/security.md); without them, or with anything else, HELLO
+ * fails with EINVAL, and a second HELLO with EALREADY. Until a HELLO
+ * succeeds the client's memory is unreachable: REG_MR of process memory
+ * fails with EFAULT. The reply carries the read end of the client's
+ * async-event pipe. Every other request carries at most one fd. */
 struct uroce_ctrl_hello {
     struct uroce_ctrl_hdr hdr;
     uint32_t abi_version;  /* UROCE_CTRL_VERSION */
@@ -424,7 +431,7 @@ struct uroce_ctrl_stats_reply {
     struct uroce_stats_dma dma;
     struct uroce_stats_idle idle;
     uint32_t mrs_shared;        /* MRs whose whole range a shared mapping serves */
-    uint32_t mrs_copy;          /* MRs served by process_vm_readv/writev */
+    uint32_t mrs_copy;          /* MRs served by copies (the client's /proc/self/mem) */
     uint32_t mrs_unserved;      /* MRs the DMA interface does not reach (dma-buf) */
     uint32_t reserved;
 };
@@ -438,7 +445,7 @@ struct uroce_ctrl_stats_reply {
 enum uroce_mr_way {
     UROCE_MR_WAY_UNSERVED = 0,  /* no client memory behind it (dma-buf) */
     UROCE_MR_WAY_SHARED = 1,    /* a shared mapping: memcpy */
-    UROCE_MR_WAY_COPY = 2,      /* process_vm_readv / process_vm_writev */
+    UROCE_MR_WAY_COPY = 2,      /* pread / pwrite on the client's /proc/self/mem */
 };
 #define UROCE_LIST_MRS_PER_REPLY 8u
 

@@ -58,11 +58,17 @@ int ControlClient::set_timeout_ms(unsigned ms) {
 
 int ControlClient::call(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd,
                         int* recv_fd) {
+    return send_fd >= 0 ? call_with_fds(req, req_size, reply, reply_size, std::span<const int>(&send_fd, 1), recv_fd)
+                        : call_with_fds(req, req_size, reply, reply_size, {}, recv_fd);
+}
+
+int ControlClient::call_with_fds(void* req, std::size_t req_size, void* reply, std::size_t reply_size,
+                                 std::span<const int> send_fds, int* recv_fd) {
     transport_failed_ = false;
     if (recv_fd != nullptr) {
         *recv_fd = -1;
     }
-    const int err = exchange(req, req_size, reply, reply_size, send_fd, recv_fd);
+    const int err = exchange(req, req_size, reply, reply_size, send_fds, recv_fd);
     if (transport_failed_) {
         close();
         if (recv_fd != nullptr && *recv_fd >= 0) {
@@ -73,8 +79,8 @@ int ControlClient::call(void* req, std::size_t req_size, void* reply, std::size_
     return err;
 }
 
-int ControlClient::exchange(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd,
-                            int* recv_fd) {
+int ControlClient::exchange(void* req, std::size_t req_size, void* reply, std::size_t reply_size,
+                            std::span<const int> send_fds, int* recv_fd) {
     if (fd_ < 0) {
         transport_failed_ = true;
         return ENOTCONN;
@@ -86,7 +92,7 @@ int ControlClient::exchange(void* req, std::size_t req_size, void* reply, std::s
     h->seq = ++seq_;
     h->status = 0;
 
-    if (send_with_fd(fd_, req, req_size, send_fd, MSG_NOSIGNAL) != static_cast<ssize_t>(req_size)) {
+    if (send_with_fds(fd_, req, req_size, send_fds, MSG_NOSIGNAL) != static_cast<ssize_t>(req_size)) {
         transport_failed_ = true;
         return errno == 0 ? EPIPE : errno;
     }

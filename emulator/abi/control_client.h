@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "control.h"
@@ -32,6 +33,10 @@ public:
     int call(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd = -1,
              int* recv_fd = nullptr);
 
+    // The same with several fds attached (HELLO's process files).
+    int call_with_fds(void* req, std::size_t req_size, void* reply, std::size_t reply_size,
+                      std::span<const int> send_fds, int* recv_fd = nullptr);
+
     // Convenience: a request that is only a header.
     int call_simple(std::uint16_t op, void* reply, std::size_t reply_size);
 
@@ -46,7 +51,8 @@ public:
     int set_timeout_ms(unsigned ms);
 
 private:
-    int exchange(void* req, std::size_t req_size, void* reply, std::size_t reply_size, int send_fd, int* recv_fd);
+    int exchange(void* req, std::size_t req_size, void* reply, std::size_t reply_size, std::span<const int> send_fds,
+                 int* recv_fd);
 
     int fd_ = -1;
     std::uint32_t seq_ = 0;

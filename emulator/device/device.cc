@@ -46,9 +46,24 @@ qp::PortLimits Device::port_limits() const {
 
 std::uint32_t Device::open_client(pid_t pid) {
     const std::uint32_t id = next_client_++;
-    clients_[id] = Client{pid, std::make_shared<mr::ProcessAddressSpace>(pid)};
+    clients_[id] = Client{pid, std::make_shared<mr::NoAddressSpace>(), false};
     ++counters_.clients_opened;
     return id;
+}
+
+bool Device::attach_address_space(std::uint32_t client, std::shared_ptr<const mr::AddressSpace> space) {
+    auto it = clients_.find(client);
+    if (it == clients_.end() || it->second.attached || space == nullptr) {
+        return false;
+    }
+    it->second.address_space = std::move(space);
+    it->second.attached = true;
+    return true;
+}
+
+bool Device::client_gone(std::uint32_t client) const {
+    auto it = clients_.find(client);
+    return it != clients_.end() && it->second.attached && it->second.address_space->gone();
 }
 
 std::size_t Device::close_client(std::uint32_t client) {

@@ -60,8 +60,17 @@ public:
     [[nodiscard]] std::uint64_t node_guid() const { return node_guid_; }
     [[nodiscard]] IbMtu active_mtu() const { return active_mtu_for(config_.port.netdev_mtu); }
 
-    // Clients: one per control connection.
+    // Clients: one per control connection. `pid` is what SO_PEERCRED said at
+    // connect, for logs only: the device never reaches a client by its pid.
+    // A client's address space is empty until it hands one over
+    // (attach_address_space, at HELLO).
     std::uint32_t open_client(pid_t pid);
+    // The client's own address space (its /proc/self/maps). False when the
+    // client is unknown or already has one.
+    bool attach_address_space(std::uint32_t client, std::shared_ptr<const mr::AddressSpace> space);
+    // True when the client's address space has ended: its process exited or
+    // exec'ed (a client that never attached one has not ended).
+    [[nodiscard]] bool client_gone(std::uint32_t client) const;
     // Destroys everything the client owned; returns how many objects.
     std::size_t close_client(std::uint32_t client);
     [[nodiscard]] std::size_t client_count() const { return clients_.size(); }
@@ -86,6 +95,7 @@ private:
     struct Client {
         pid_t pid = 0;
         std::shared_ptr<const mr::AddressSpace> address_space;
+        bool attached = false;  // address_space is the client's own
     };
 
     DeviceConfig config_;

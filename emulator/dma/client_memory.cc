@@ -3,12 +3,13 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <iterator>
+#include <limits>
+#include <string>
 
 namespace uroce::dma {
 
@@ -33,7 +34,20 @@ std::uint64_t& word_at(std::uint8_t* p) {
 
 }  // namespace
 
-ClientMemory::ClientMemory(pid_t pid) : pid_(pid) {}
+UniqueFd open_process_memory(pid_t pid) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/mem";
+    return UniqueFd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+}
+
+ClientMemory::ClientMemory(UniqueFd process_memory) : process_memory_(std::move(process_memory)) {}
+
+bool ClientMemory::attach(UniqueFd process_memory) {
+    if (process_memory_.valid() || !process_memory.valid()) {
+        return false;
+    }
+    process_memory_ = std::move(process_memory);
+    return true;
+}
 
 ClientMemory::~ClientMemory() {
     for (const Mapping& m : mappings_) {
@@ -171,29 +185,34 @@ int ClientMemory::count(Way w, std::size_t bytes, int err) {
     return err;
 }
 
-// process_vm_* may move fewer bytes than asked: it stops at the first page
-// of the client's range that is not mapped (or not writable), and a single
-// call moves at most about 2 GiB. So loop on the rest: a call that makes no
-// progress is that fault.
+// /proc/PID/mem (fs/proc/base.c mem_rw) moves at most a page per step and
+// stops at the first page of the range that is not mapped: a short count,
+// so loop on the rest. A step that moves nothing reports -EIO (the page is
+// not there: EFAULT); a read or write of 0 bytes means the address space is
+// gone (the process exited or exec'ed: ESRCH). File offsets are signed:
+// addresses from 2^63 up are no user's memory.
 int ClientMemory::copy(std::uint64_t addr, void* local, std::size_t len, bool to_client) {
-    if (addr + len < addr) {
+    constexpr auto kMaxOffset = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+    if (addr + len < addr || addr + len > kMaxOffset) {
         return EFAULT;
+    }
+    if (!process_memory_.valid()) {
+        return EFAULT;  // the client handed no memory over
     }
     auto* cursor = static_cast<std::uint8_t*>(local);
     std::size_t done = 0;
     while (done < len) {
-        iovec mine{cursor + done, len - done};
-        iovec theirs{reinterpret_cast<void*>(static_cast<std::uintptr_t>(addr + done)), len - done};
-        const ssize_t moved = to_client ? ::process_vm_writev(pid_, &mine, 1, &theirs, 1, 0)
-                                        : ::process_vm_readv(pid_, &mine, 1, &theirs, 1, 0);
+        const auto at = static_cast<off_t>(addr + done);
+        const ssize_t moved = to_client ? ::pwrite(process_memory_.get(), cursor + done, len - done, at)
+                                        : ::pread(process_memory_.get(), cursor + done, len - done, at);
         if (moved < 0) {
             if (errno == EINTR) {
                 continue;
             }
-            return errno;
+            return errno == EIO ? EFAULT : errno;
         }
         if (moved == 0) {
-            return EFAULT;
+            return ESRCH;
         }
         done += static_cast<std::size_t>(moved);
     }
@@ -219,7 +238,7 @@ int ClientMemory::write(std::uint64_t addr, const void* src, std::size_t len) {
         std::memcpy(view, src, len);
         return count(Way::Shared, len, 0);
     }
-    // process_vm_writev only reads the local iovec.
+    // pwrite only reads the local buffer.
     return count(Way::Copy, len, copy(addr, const_cast<void*>(src), len, true));
 }
 

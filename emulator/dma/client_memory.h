@@ -1,11 +1,16 @@
 // How the daemon reaches one client process's memory: the DMA interface of
-// the device. Two ways behind it (docs/architecture.md):
+// the device. Two ways behind it (docs/architecture.md, docs/security.md):
 //  - shared mappings (the fast path): ranges of the client's address space
 //    that are backed by a memfd the daemon also maps (the provider remaps
 //    private anonymous memory onto one at registration, FreeFlow-style:
 //    verbs_provider/memory_sharing.h). Access is a memcpy.
-//  - copying (the fallback, any memory): process_vm_readv / process_vm_writev
-//    on the client's pid, 1.5 us per call here (limits.md).
+//  - copying (the fallback, any memory): pread / pwrite on the client's own
+//    /proc/self/mem, which the client opened and handed over at HELLO. The
+//    daemon never names the client by pid: the kernel bound that file to the
+//    client's address space when the client opened it (proc(5), mem), so the
+//    daemon reaches exactly what the client itself can, and once the client
+//    execs (a setuid program included) or exits the file reaches nothing,
+//    whatever process later has that pid.
 // A transfer whose whole range lies inside one shared mapping takes the fast
 // path; anything else copies. Every call reports which way it went in the
 // counters.
@@ -20,7 +25,11 @@
 // Never writes outside [addr, addr + len) of the client; a range the client
 // has not mapped fails with EFAULT (checked by the kernel on the copying
 // path, by the mapping bounds on the shared path). A write that fails may
-// have written a prefix of its range, as a NIC's DMA would.
+// have written a prefix of its range, as a NIC's DMA would. The kernel
+// writes through /proc/PID/mem with FOLL_FORCE: a private mapping the client
+// made read-only after registering it is still written, as a NIC writes a
+// page pinned for write; the MR table only lets writes reach MRs whose range
+// was writable when registered (mr_table.cc make_mr).
 //
 // Threads: transfers, add_shared and remove_shared must not run concurrently
 // (the daemon's engine thread owns an instance); counters() may be read from
@@ -36,6 +45,8 @@
 #include <map>
 #include <vector>
 
+#include "common/unique_fd.h"
+
 namespace uroce::dma {
 
 struct DmaCounters {
@@ -48,14 +59,24 @@ struct DmaCounters {
 
 enum class Way : std::uint8_t { Shared, Copy };
 
+// Opens /proc/PID/mem for reading and writing: what a client does with
+// "self" before handing it over, and what tests do for a child they may
+// ptrace. Empty (errno set) when it cannot.
+UniqueFd open_process_memory(pid_t pid);
+
 class ClientMemory {
 public:
-    explicit ClientMemory(pid_t pid);
+    // `process_memory`: an open /proc/PID/mem of the client (read-write), or
+    // an empty UniqueFd for a client that handed none: then only shared
+    // mappings are reachable and every copy fails with EFAULT.
+    explicit ClientMemory(UniqueFd process_memory);
     ~ClientMemory();
     ClientMemory(const ClientMemory&) = delete;
     ClientMemory& operator=(const ClientMemory&) = delete;
 
-    [[nodiscard]] pid_t pid() const { return pid_; }
+    // Gives a client made without its mem file that file (at its HELLO).
+    // False, and nothing changes, when it has one already.
+    bool attach(UniqueFd process_memory);
 
     // Records that client addresses [addr, addr + length) show the bytes of
     // `fd` from `offset` on (what a REG_MR with UROCE_REG_SHARED carries),
@@ -85,9 +106,9 @@ public:
     // Mappings currently held (live or replaced but still referenced).
     [[nodiscard]] std::size_t shared_mappings() const { return mappings_.size(); }
 
-    // 0 or an errno: EFAULT (not mapped, or not writable for write), ESRCH
-    // (the client is gone), EPERM (ptrace access denied: see
-    // verbs_provider/memory_sharing.h allow_daemon_access), ENOMEM.
+    // 0 or an errno: EFAULT (not mapped, or outside user addresses), ESRCH
+    // (the address space is gone: the client exited or exec'ed), EBADF (the
+    // file was not opened for that direction), ENOMEM.
     // A zero-length transfer succeeds without touching anything.
     int read(std::uint64_t addr, void* dst, std::size_t len);
     int write(std::uint64_t addr, const void* src, std::size_t len);
@@ -124,11 +145,11 @@ private:
     [[nodiscard]] std::uint8_t* shared_view(std::uint64_t addr, std::uint64_t len) const;
     void retire(Mapping& m);
     void unmap(std::list<Mapping>::iterator it);
-    // The copying way: one process_vm_{readv,writev} loop.
+    // The copying way: one pread/pwrite loop on the client's mem file.
     int copy(std::uint64_t addr, void* local, std::size_t len, bool to_client);
     int count(Way way, std::size_t bytes, int err);
 
-    pid_t pid_;
+    UniqueFd process_memory_;
     std::list<Mapping> mappings_;               // stable addresses for live_
     std::map<std::uint64_t, Mapping*> live_;    // by client start, never overlapping
     AtomicCounters counters_;

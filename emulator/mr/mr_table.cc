@@ -177,9 +177,14 @@ int MrTable::make_mr(const RegRequest& r, Descriptor& d) const {
         if ((ac.flags & Access::kHugetlb) != 0 && !r.address_space->huge_page_size(r.addr, r.length)) {
             return EINVAL;  // HUGETLB promised, but the range is not huge-page backed
         }
-        // Pinning fails on unmapped memory (EFAULT, as the kernel reports it);
-        // on-demand regions are only checked when accessed.
-        if (!on_demand && !r.address_space->accessible(r.addr, r.length, false)) {
+        // Pinning fails on unmapped memory (EFAULT, as the kernel reports it),
+        // and an MR that may be written pins for write (ib_umem_get with
+        // FOLL_WRITE): read-only memory fails too. This is what keeps the
+        // copying way's writes (/proc/PID/mem, FOLL_FORCE) to memory that was
+        // writable (docs/security.md). On-demand regions are only checked
+        // when accessed.
+        const bool written = (ac.flags & (Access::kLocalWrite | Access::kRemoteWrite | Access::kRemoteAtomic)) != 0;
+        if (!on_demand && !r.address_space->accessible(r.addr, r.length, written)) {
             return EFAULT;
         }
     } else if ((ac.flags & Access::kHugetlb) != 0) {

@@ -1,7 +1,7 @@
 // Costs of the two DMA ways (emulator/dma/client_memory.h) into another
 // process: 64 B and 64 KiB reads and writes, and 8-byte fetch-and-add,
 // through the shared way (a memfd both map: a memcpy) and the copying way
-// (process_vm_readv/writev: a system call each). The client is a forked
+// (pread/pwrite on /proc/PID/mem: a system call each). The client is a forked
 // child that sleeps in read() on a pipe for the whole run; its pages are
 // its own (touched after the fork), as a client's registered buffers are.
 #include <benchmark/benchmark.h>
@@ -65,7 +65,7 @@ public:
         }
         ::close(ready[0]);
         stop_fd_ = fds[1];
-        memory_ = std::make_unique<ClientMemory>(pid_);
+        memory_ = std::make_unique<ClientMemory>(uroce::dma::open_process_memory(pid_));
         if (memory_->add_shared(address(Way::Shared), kRegion, fd_, 0) != 0) {
             std::abort();
         }

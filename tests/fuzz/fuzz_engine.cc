@@ -12,7 +12,7 @@
 //
 // Memory regions sit in the middle of larger buffers filled with a pattern
 // (the guards): one in a sealed memfd the engine maps (the shared DMA way),
-// the others reached with process_vm_readv/writev (the copying way); one
+// the others reached with pread/pwrite on /proc/self/mem (the copying way); one
 // without write rights, one in another PD, one behind an iova, one with a
 // page the process cannot touch (DMA faults). A type 2 memory window can be
 // bound over the first.
@@ -155,7 +155,7 @@ struct Region {
     // No QP of the victim may change a byte of the MR either (no write
     // right, or another PD).
     bool frozen = false;
-    // A page of the MR the process cannot touch (0: none): DMA there fails.
+    // A page of the MR that is not mapped (0: none): DMA there fails.
     std::size_t no_access_page = 0;
     std::vector<std::uint8_t> pristine;
 
@@ -275,7 +275,7 @@ private:
 
     mr::PdTable pds_;
     mr::MrTable mrs_{pds_};
-    dma::ClientMemory memory_{::getpid()};
+    dma::ClientMemory memory_{dma::open_process_memory(::getpid())};
     Sink sink_;
     std::unique_ptr<engine::Engine> engine_;
     std::uint32_t pd_ = 0;
@@ -297,9 +297,9 @@ Victim::Victim() {
     pd_ = pds_.alloc(kOwner).pd;
     other_pd_ = pds_.alloc(kOwner).pd;
     // Region 1 lives in a sealed memfd so the engine's DMA takes the shared
-    // way; region 6 is a private mapping with a page nobody may touch; the
+    // way; region 6 is a private mapping with a page unmapped; the
     // others are plain heap. All but region 1 are reached by
-    // process_vm_readv/writev.
+    // pread/pwrite on /proc/self/mem.
     memfd_ = ::memfd_create("fuzz_engine", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     require(memfd_ >= 0 && ::ftruncate(memfd_, kRegionBytes) == 0 && ::fcntl(memfd_, F_ADD_SEALS, F_SEAL_SHRINK) == 0);
     for (std::size_t r = 0; r < regions_.size(); ++r) {
@@ -346,13 +346,15 @@ Victim::Victim() {
     regions_[5].mr_length = kPage;
     regions_[5].access = kAllRights;
     regions_[5].frozen = true;
-    // 6: every right, and its second page cannot be touched: the checks
-    // pass, the DMA fails (as when a client unmaps registered memory).
+    // 6: every right, and its second page is unmapped: the checks pass, the
+    // DMA fails (as when a client unmaps registered memory). Unmapped, not
+    // PROT_NONE: the copying way (/proc/PID/mem, FOLL_FORCE) reaches a
+    // PROT_NONE page, as a debugger does (docs/security.md).
     regions_[6].mr_offset = kPage;
     regions_[6].mr_length = 2 * kPage;
     regions_[6].access = kAllRights;
     regions_[6].no_access_page = 2;
-    require(::mprotect(regions_[6].base + 2 * kPage, kPage, PROT_NONE) == 0);
+    require(::munmap(regions_[6].base + 2 * kPage, kPage) == 0);
     for (std::size_t r = 0; r < regions_.size(); ++r) {
         Region& g = regions_[r];
         mr::RegRequest req;

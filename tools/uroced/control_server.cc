@@ -16,6 +16,7 @@
 #include <stdexcept>
 
 #include "abi/fd_passing.h"
+#include "client_process.h"
 #include "handlers_stats.h"
 #include "log.h"
 #include "messages.h"
@@ -37,6 +38,10 @@ constexpr std::uint32_t kAtomicHca = 1;            // IBV_ATOMIC_HCA
 constexpr std::uint32_t kPortIpBasedGids = 1u << 26;  // IBV_PORT_IP_BASED_GIDS
 // IBV_DEVICE_RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | MEM_WINDOW.
 constexpr std::uint32_t kDeviceCapFlags = (1u << 12) | (1u << 11) | (1u << 10) | (1u << 17);
+// File descriptors one request may carry: HELLO's two process files
+// (abi/control.h); every other request at most one.
+constexpr std::size_t kMaxFdsHello = 2;
+constexpr std::size_t kMaxFdsOther = 1;
 
 // The size each request must have: exactly this, nothing else.
 std::size_t request_size(std::uint16_t op) {
@@ -126,6 +131,8 @@ void ControlServer::poll_once(int timeout_ms) {
             accept_client();
         } else if (async_backlogged_.contains(fd)) {
             flush_async(fd);
+        } else if (pidfd_connection_.count(fd) != 0) {
+            on_process_exit(fd);
         } else if ((events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0 && (events[i].events & EPOLLIN) == 0) {
             drop(fd, "", false);
         } else {
@@ -153,12 +160,23 @@ void ControlServer::accept_client() {
             continue;
         }
         Connection c;
+        // The pid is for the log only: the client's memory is reached
+        // through the files its HELLO hands over (client_process.h).
         c.client = device_.open_client(cred.pid);
         c.uid = cred.uid;
         client_uids_[c.client] = cred.uid;
         c.async_events = AsyncEventQueue(pipe_fds[1]);
         if (datapath_ != nullptr) {
-            datapath_->on_client(c.client, cred.pid);
+            datapath_->on_client(c.client);
+        }
+        if (UniqueFd pidfd = peer_pidfd(fd, cred.pid); pidfd.valid()) {
+            epoll_event pev{};
+            pev.events = EPOLLIN;
+            pev.data.fd = pidfd.get();
+            if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd.get(), &pev) == 0) {
+                c.pidfd = pidfd.release();
+                pidfd_connection_[c.pidfd] = fd;
+            }
         }
         // The read end goes to the client with the HELLO reply.
         const std::uint32_t client = c.client;
@@ -170,6 +188,53 @@ void ControlServer::accept_client() {
         ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
         log_info("client {} connected (pid {}, uid {})", client, cred.pid, cred.uid);
     }
+}
+
+void ControlServer::on_process_exit(int pidfd) {
+    const int fd = pidfd_connection_[pidfd];
+    pidfd_connection_.erase(pidfd);
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+    ::close(pidfd);
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) {
+        return;
+    }
+    it->second.pidfd = -1;
+    // A forked child may hold the socket and have said HELLO itself: then
+    // its own address space is the client's, and the client stays.
+    if (device_.client_gone(it->second.client)) {
+        drop(fd, "its process exited; the connection ends", false);
+    }
+}
+
+void ControlServer::check_clients(std::chrono::steady_clock::time_point now) {
+    if (now < next_client_check_) {
+        return;
+    }
+    next_client_check_ = now + kClientCheckInterval;
+    std::vector<int> gone;
+    for (const auto& [fd, c] : connections_) {
+        if (device_.client_gone(c.client)) {
+            gone.push_back(fd);
+        }
+    }
+    for (int fd : gone) {
+        drop(fd, "its process exec'ed or exited; the connection ends", false);
+    }
+}
+
+int ControlServer::take_client_process(std::uint32_t client) {
+    ProcessFiles files;
+    if (const int err = take_process_files(message_fds_, files); err != 0) {
+        return err;
+    }
+    if (!device_.attach_address_space(client, std::make_shared<mr::ProcessAddressSpace>(std::move(files.maps)))) {
+        return EALREADY;  // a second HELLO does not change whose memory it is
+    }
+    if (datapath_ != nullptr) {
+        datapath_->on_client_memory(client, std::move(files.mem));
+    }
+    return 0;
 }
 
 void ControlServer::attach(Datapath& datapath) {
@@ -254,6 +319,11 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
         ::close(p->second);
         pending_async_read_.erase(p);
     }
+    if (const int pidfd = it->second.pidfd; pidfd >= 0) {
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+        ::close(pidfd);
+        pidfd_connection_.erase(pidfd);
+    }
     connections_.erase(it);
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
@@ -316,15 +386,27 @@ void ControlServer::handle(int fd) {
             ::close(f);
         }
     };
-    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fds.size() > 1) {
+    const bool hello = static_cast<std::size_t>(n) >= sizeof(uroce_ctrl_hdr) &&
+                       read_as<uroce_ctrl_hdr>(msg).op == UROCE_CTRL_HELLO;
+    const std::size_t max_fds = hello ? kMaxFdsHello : kMaxFdsOther;
+    if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fds.size() > max_fds) {
         close_fds();
-        drop(fd, (mh.msg_flags & MSG_CTRUNC) != 0 || fds.size() > 1 ? "too many file descriptors"
-                                                                       : "message longer than any request");
+        drop(fd, (mh.msg_flags & MSG_CTRUNC) != 0 || fds.size() > max_fds ? "too many file descriptors"
+                                                                            : "message longer than any request");
+        return;
+    }
+    // A client whose process exec'ed or exited since its HELLO speaks for
+    // nobody: whoever holds the socket now (a forked child) gets nothing.
+    if (device_.client_gone(it->second.client)) {
+        close_fds();
+        drop(fd, "its process exec'ed or exited; the connection ends", false);
         return;
     }
     int reply_fd = -1;
-    const std::size_t len =
-        dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd, fds.empty() ? -1 : fds[0]);
+    message_fds_ = fds;
+    const std::size_t len = dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd,
+                                     fds.size() == 1 ? fds[0] : -1);
+    message_fds_.clear();
     close_fds();
     if (len == 0) {
         return;  // dispatch dropped the connection
@@ -374,6 +456,11 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             const auto req = read_as<uroce_ctrl_hello>(msg);
             if (req.abi_version != UROCE_CTRL_VERSION) {
                 return status_only(out, h, EPROTONOSUPPORT);
+            }
+            if (const int err = take_client_process(owner); err != 0) {
+                log_warn("client {}: HELLO without its process files ({}); its memory stays unreachable", owner,
+                         std::strerror(err));
+                return status_only(out, h, err);
             }
             if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
                 reply_fd = p->second;  // closed after sending
@@ -480,7 +567,8 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                 r.address_space = device_.address_space(owner);
             }
             // A shared mapping of the range (UROCE_REG_SHARED): the engine
-            // reaches these bytes with memcpy instead of process_vm_*. If it
+            // reaches these bytes with memcpy instead of copying through the
+            // client's mem file. If it
             // cannot be mapped the MR still works, through the copying path.
             const bool shared = (req.flags & UROCE_REG_SHARED) != 0 && (req.flags & UROCE_REG_DMABUF) == 0;
             if (shared && received_fd < 0) {

@@ -51,6 +51,11 @@ public:
     // Runs the relaxed-MR pools' invalidation timers.
     void poll_pools(std::chrono::steady_clock::time_point now);
 
+    // Ends the connections whose client's address space has ended (its
+    // process exec'ed or exited) and that have not said anything since:
+    // their objects go. Looks at most every kClientCheckInterval.
+    void check_clients(std::chrono::steady_clock::time_point now);
+
     // Tells every client the device is gone (IBV_EVENT_DEVICE_FATAL on their
     // async fd), then closes all connections.
     void shutdown_clients();
@@ -77,7 +82,11 @@ private:
         std::uint32_t client = 0;
         uid_t uid = 0;                // SO_PEERCRED at connect
         AsyncEventQueue async_events;  // write end of the client's async-event pipe
+        int pidfd = -1;               // the connecting process (client_process.h), or -1
     };
+    // How often check_clients looks: a client that exec'ed keeps its objects
+    // (which reach nothing) at most this long.
+    static constexpr std::chrono::milliseconds kClientCheckInterval{100};
 
     void accept_client();
     // Async events (async_events.h): delivered without ever blocking; a
@@ -87,6 +96,10 @@ private:
     // Whose objects `c` may see in STATS and LIST_MRS (handlers_stats.h).
     [[nodiscard]] OwnerFilter visible_to(const Connection& c) const;
     void handle(int fd);
+    // The connecting process of connection `fd` exited (its pidfd woke).
+    void on_process_exit(int pidfd);
+    // HELLO: the client's address space, from the files it carries.
+    int take_client_process(std::uint32_t client);
     // Ends a connection and destroys what its client owned. A misbehaving
     // client is logged and counted as a bad message.
     void drop(int fd, const std::string& why, bool client_misbehaved = true);
@@ -118,6 +131,12 @@ private:
     std::unordered_map<int, int> pending_async_read_;
     // Backlogged async-event fds watched for EPOLLOUT -> their connection's fd.
     std::unordered_map<int, int> async_backlogged_;
+    // Connection fd by the pidfd of its connecting process.
+    std::unordered_map<int, int> pidfd_connection_;
+    // The fds of the message being dispatched (HELLO takes two; every other
+    // request at most one, passed as received_fd).
+    std::vector<int> message_fds_;
+    std::chrono::steady_clock::time_point next_client_check_{};
 
     struct PoolMapping {
         std::uint32_t client = 0;

@@ -102,8 +102,13 @@ dma::ClientMemory* Datapath::memory_of(std::uint32_t client) {
     return it == memories_.end() ? nullptr : it->second.get();
 }
 
-void Datapath::on_client(std::uint32_t client, pid_t pid) {
-    memories_[client] = std::make_unique<dma::ClientMemory>(pid);
+void Datapath::on_client(std::uint32_t client) {
+    memories_[client] = std::make_unique<dma::ClientMemory>(UniqueFd{});
+}
+
+bool Datapath::on_client_memory(std::uint32_t client, UniqueFd process_memory) {
+    dma::ClientMemory* m = memory_of(client);
+    return m != nullptr && m->attach(std::move(process_memory));
 }
 
 void Datapath::on_client_gone(std::uint32_t client) {

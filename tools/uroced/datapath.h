@@ -2,8 +2,8 @@
 // neighbour table, and the RoCEv2 engine, run from the daemon's one loop.
 // The control server tells it about objects as they are created, changed
 // and destroyed (the on_* calls), and about clients coming and going; the
-// engine reaches each client's memory through a dma::ClientMemory made from
-// the client's pid.
+// engine reaches each client's memory through a dma::ClientMemory: the
+// memfds the client shares, and the /proc/self/mem it handed over at HELLO.
 #pragma once
 
 #include <sys/types.h>
@@ -45,7 +45,11 @@ public:
     [[nodiscard]] std::optional<engine::Clock::time_point> next_deadline() const;
 
     // ---- objects, from the control server ----
-    void on_client(std::uint32_t client, pid_t pid);
+    // A new connection: its memory is unreachable until on_client_memory.
+    void on_client(std::uint32_t client);
+    // The client's HELLO handed over its /proc/self/mem. False when the
+    // client is unknown or has one already.
+    bool on_client_memory(std::uint32_t client, UniqueFd process_memory);
     void on_client_gone(std::uint32_t client);
     void on_cq(std::shared_ptr<const device::CqRings> cq);
     void on_qp(std::shared_ptr<const device::QpRings> qp);

@@ -116,6 +116,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         }
         if (now >= next_pools) {
             server.poll_pools(now);  // relaxed-MR invalidation timers
+            server.check_clients(now);  // clients whose process exec'ed or exited
             next_pools = now + std::chrono::milliseconds(10);
         }
         auto deadline = datapath.next_deadline();

@@ -2,11 +2,12 @@
 that act as clients: well-behaved ones and hostile ones."""
 
 import array
+import os
 import socket
 import struct
 
 MAGIC = 0x434F5255
-VERSION = 2
+VERSION = 3
 HDR = struct.Struct("<IHHIIiI")  # magic, version, op, length, seq, status, reserved
 
 HELLO, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR, REREG_MR, DEREG_MR = range(1, 9)
@@ -46,8 +47,20 @@ class Client:
         assert magic == MAGIC and rop == op and seq == self.seq and length == len(data), (magic, rop, seq, length)
         return status, data[HDR.size:], got
 
-    def hello(self):
-        status, body, fds = self.call(HELLO, struct.pack("<II", VERSION, 0))
+    def hello(self, process_files=None):
+        """HELLO with this process's /proc/self/mem and /proc/self/maps (how
+        the daemon reaches a client's memory), or with `process_files`, a
+        list of fds to send instead (hostile clients)."""
+        opened = []
+        if process_files is None:
+            opened = [os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC),
+                      os.open("/proc/self/maps", os.O_RDONLY | os.O_CLOEXEC)]
+            process_files = opened
+        try:
+            status, body, fds = self.call(HELLO, struct.pack("<II", VERSION, 0), process_files)
+        finally:
+            for fd in opened:
+                os.close(fd)
         return status, struct.unpack_from("<I", body)[0] if status == 0 else None, fds
 
     def alloc_pd(self):

@@ -1,11 +1,15 @@
 // ClientMemory, both ways: the copying way on this process and on a forked
-// child, EFAULT without a byte outside the range, the shared way through a
+// child (and nothing once that child exits or execs), EFAULT without a byte
+// outside the range, the shared way through a
 // memfd mapped twice, ranges straddling shared and private memory, mapping
 // references and replacement, and the counters.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <atomic>
 #include <cerrno>
@@ -24,7 +28,7 @@ using namespace test;
 
 TEST(CopyWay, ReadsAndWritesThisProcess) {
     std::vector<std::uint8_t> client(5000, 0);
-    ClientMemory mem(::getpid());
+    ClientMemory mem(open_process_memory(::getpid()));
     std::vector<std::uint8_t> src(3000);
     fill(src.data(), src.size(), 11);
 
@@ -47,7 +51,7 @@ TEST(CopyWay, ReadsAndWritesThisProcess) {
 
 TEST(CopyWay, AtomicsOnThisProcess) {
     alignas(8) std::uint64_t words[2] = {100, 7};
-    ClientMemory mem(::getpid());
+    ClientMemory mem(open_process_memory(::getpid()));
     std::uint64_t original = 0;
 
     ASSERT_EQ(mem.fetch_add(addr_of(&words[0]), 5, original), 0);
@@ -70,7 +74,7 @@ TEST(CopyWay, AtomicsOnThisProcess) {
 }
 
 TEST(CopyWay, ZeroLengthTouchesNothing) {
-    ClientMemory mem(::getpid());
+    ClientMemory mem(open_process_memory(::getpid()));
     std::uint8_t byte = 1;
     EXPECT_EQ(mem.read(0, &byte, 0), 0);
     EXPECT_EQ(mem.write(0, &byte, 0), 0);
@@ -85,7 +89,7 @@ TEST(CopyWay, UnmappedRangeFailsWithEfaultAndWritesNothingOutside) {
     const std::size_t page = page_size();
     std::memset(pages.data(), 0xAA, pages.length());
     ASSERT_EQ(::munmap(pages.page(1), page), 0);
-    ClientMemory mem(::getpid());
+    ClientMemory mem(open_process_memory(::getpid()));
     std::vector<std::uint8_t> src(2 * page, 0x55);
 
     // Starts 64 bytes before the hole: those 64 may be written (a DMA that
@@ -112,18 +116,38 @@ TEST(CopyWay, UnmappedRangeFailsWithEfaultAndWritesNothingOutside) {
     EXPECT_EQ(c.copy_ops, 1u);
 }
 
-TEST(CopyWay, ReadOnlyMemoryIsNotWritten) {
+// The kernel writes through /proc/PID/mem with FOLL_FORCE, as a debugger
+// would: read-only private memory is written (copy-on-write), read-only
+// shared memory is not. What keeps RDMA writes to memory that was writable
+// is the MR table (a write MR needs a writable range: docs/security.md).
+TEST(CopyWay, ReadOnlySharedMemoryIsNotWritten) {
+    const int fd = make_memfd(page_size());
+    ASSERT_GE(fd, 0);
+    std::uint8_t* shared = map_shared(fd, page_size());
+    ASSERT_NE(shared, nullptr);
+    std::memset(shared, 0x11, page_size());
+    ASSERT_EQ(::mprotect(shared, page_size(), PROT_READ), 0);
+    ClientMemory mem(open_process_memory(::getpid()));
+    const std::uint8_t src[8] = {};
+    EXPECT_EQ(mem.write(addr_of(shared), src, sizeof src), EFAULT);
+    EXPECT_EQ(shared[0], 0x11);
+    std::uint8_t back[8] = {};
+    EXPECT_EQ(mem.read(addr_of(shared), back, sizeof back), 0);
+    EXPECT_EQ(back[7], 0x11);
+    ::munmap(shared, page_size());
+    ::close(fd);
+}
+
+TEST(CopyWay, ReadOnlyPrivateMemoryIsWrittenAsByADebugger) {
     Pages pages(1);
     ASSERT_TRUE(pages.ok());
     std::memset(pages.data(), 0x11, pages.length());
     ASSERT_EQ(::mprotect(pages.data(), pages.length(), PROT_READ), 0);
-    ClientMemory mem(::getpid());
+    ClientMemory mem(open_process_memory(::getpid()));
     const std::uint8_t src[8] = {};
-    EXPECT_EQ(mem.write(addr_of(pages.data()), src, sizeof src), EFAULT);
-    EXPECT_EQ(pages.data()[0], 0x11);
-    std::uint8_t back[8] = {};
-    EXPECT_EQ(mem.read(addr_of(pages.data()), back, sizeof back), 0);
-    EXPECT_EQ(back[7], 0x11);
+    EXPECT_EQ(mem.write(addr_of(pages.data()), src, sizeof src), 0);
+    EXPECT_EQ(static_cast<volatile std::uint8_t*>(pages.data())[0], 0);
+    EXPECT_EQ(static_cast<volatile std::uint8_t*>(pages.data())[8], 0x11) << "nothing past the range";
 }
 
 // Child exit codes: which check failed.
@@ -184,7 +208,7 @@ TEST(CopyWay, ForkedChildIsTheClient) {
     char step = 0;
     ASSERT_TRUE(to_parent.receive(step));
 
-    ClientMemory mem(child);
+    ClientMemory mem(open_process_memory(child));
     std::vector<std::uint8_t> seen(page);
     ASSERT_EQ(mem.read(addr_of(buffer), seen.data(), seen.size()), 0);
     EXPECT_TRUE(filled(seen.data(), seen.size(), 3));
@@ -206,17 +230,82 @@ TEST(CopyWay, ForkedChildIsTheClient) {
     EXPECT_EQ(mem.counters().faults, 1u);
 }
 
-TEST(CopyWay, GoneClientFailsCleanly) {
+// The mem file was opened while the child lived: after it exits (and
+// whatever process gets its pid next) it reaches nothing.
+TEST(CopyWay, ExitedClientReachesNothing) {
+    Pipe go;
     const pid_t child = ::fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
+        go.close_write();
+        char step = 0;
+        (void)go.receive(step);
         ::_exit(0);
     }
+    go.close_read();
+    ClientMemory mem(open_process_memory(child));
+    std::uint64_t word = 42;
+    ASSERT_EQ(mem.read(addr_of(&word), &word, sizeof word), 0) << "the child's copy of the word, while it lives";
+    ASSERT_TRUE(go.send('x'));
     ASSERT_EQ(wait_exit_code(child), 0);
-    ClientMemory mem(child);
-    std::uint8_t byte = 0;
-    EXPECT_EQ(mem.read(addr_of(&byte), &byte, 1), ESRCH);
-    EXPECT_EQ(mem.counters().faults, 1u);
+    EXPECT_EQ(mem.read(addr_of(&word), &word, sizeof word), ESRCH);
+    EXPECT_EQ(mem.write(addr_of(&word), &word, sizeof word), ESRCH);
+    EXPECT_EQ(mem.counters().faults, 2u);
+}
+
+// The attack of docs/security.md: the same pid, a new program. The mem file
+// opened before the exec reaches nothing of the new image, though a file
+// opened now does reach it.
+TEST(CopyWay, ExecedClientReachesNothing) {
+    Pipe go;
+    Pipe exec_done;  // close-on-exec: its write end closes at the exec
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        go.close_write();
+        exec_done.close_read();
+        char step = 0;
+        (void)go.receive(step);
+        ::execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+        ::_exit(127);
+    }
+    go.close_read();
+    exec_done.close_write();
+    ClientMemory before(open_process_memory(child));
+    static std::uint64_t marker = 0x5EC0DE;
+    std::uint64_t seen = 0;
+    ASSERT_EQ(before.read(addr_of(&marker), &seen, sizeof seen), 0);
+    EXPECT_EQ(seen, marker) << "the forked image";
+    ASSERT_TRUE(go.send('x'));
+    char none = 0;
+    EXPECT_FALSE(exec_done.receive(none)) << "EOF once the child exec'ed";
+    EXPECT_EQ(before.read(addr_of(&marker), &seen, sizeof seen), ESRCH);
+    std::uint64_t evil = 1;
+    EXPECT_EQ(before.write(addr_of(&marker), &evil, sizeof evil), ESRCH);
+    // The same pid, now sleep(1): a file opened now reaches that image.
+    ClientMemory after(open_process_memory(child));
+    EXPECT_NE(after.read(addr_of(&marker), &seen, sizeof seen), ESRCH);
+    ASSERT_EQ(::kill(child, SIGKILL), 0);
+    ::waitpid(child, nullptr, 0);
+}
+
+TEST(CopyWay, WithoutAMemFileNothingIsReachable) {
+    ClientMemory mem{UniqueFd{}};
+    std::uint64_t word = 1;
+    EXPECT_EQ(mem.read(addr_of(&word), &word, sizeof word), EFAULT);
+    EXPECT_EQ(mem.write(addr_of(&word), &word, sizeof word), EFAULT);
+    EXPECT_FALSE(mem.attach(UniqueFd{}));
+    EXPECT_TRUE(mem.attach(open_process_memory(::getpid())));
+    EXPECT_FALSE(mem.attach(open_process_memory(::getpid()))) << "the first file stays";
+    EXPECT_EQ(mem.read(addr_of(&word), &word, sizeof word), 0);
+}
+
+TEST(CopyWay, AddressesBeyondUserSpaceFault) {
+    ClientMemory mem(open_process_memory(::getpid()));
+    std::uint64_t word = 0;
+    EXPECT_EQ(mem.read(0xFFFF'FFFF'FFFF'F000ull, &word, sizeof word), EFAULT);
+    EXPECT_EQ(mem.read(0x8000'0000'0000'0000ull, &word, sizeof word), EFAULT);
+    EXPECT_EQ(mem.read(0x10, &word, sizeof word), EFAULT) << "page 0 is never mapped";
 }
 
 // The client's memory is a memfd mapping (here in this process); the daemon
@@ -239,7 +328,7 @@ protected:
     static constexpr std::size_t kPages = 4;
     int fd = -1;
     std::uint8_t* client = nullptr;
-    ClientMemory mem{::getpid()};
+    ClientMemory mem{open_process_memory(::getpid())};
 };
 
 TEST_F(SharedWay, WritesAndReadsBothWays) {
@@ -279,7 +368,7 @@ TEST_F(SharedWay, WritesAndReadsBothWays) {
     EXPECT_EQ(c.copy_ops, 0u);
 }
 
-// What the daemon's mapping of the file shows, not what process_vm would
+// What the daemon's mapping of the file shows, not what a copy through the mem file would
 // read at that address: give it a client range whose address holds other
 // memory, and the reads tell which way went.
 TEST_F(SharedWay, SharedReadsGoThroughTheDaemonsMapping) {
@@ -304,7 +393,7 @@ TEST(StraddlingRange, GoesTheCopyWayAndIsCorrect) {
     const int fd = make_memfd(2 * page);
     ASSERT_GE(fd, 0);
     ASSERT_NE(::mmap(pages.data(), 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0), MAP_FAILED);
-    ClientMemory mem(::getpid());
+    ClientMemory mem(open_process_memory(::getpid()));
     ASSERT_EQ(mem.add_shared(addr_of(pages.data()), 2 * page, fd, 0), 0);
     ::close(fd);  // the daemon keeps its own mapping
 

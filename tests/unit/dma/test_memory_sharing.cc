@@ -385,7 +385,7 @@ TEST(MemorySharing, DaemonReachesTheBufferThroughTheMemfd) {
     const SharedMemory r = sharing.share(p, kBytes);
     ASSERT_TRUE(r.shared());
 
-    dma::ClientMemory mem(::getpid());
+    dma::ClientMemory mem(dma::open_process_memory(::getpid()));
     ASSERT_EQ(mem.add_shared(r.addr, r.length, r.fd, r.offset), 0);
     EXPECT_EQ(mem.way(addr_of(p), kBytes), dma::Way::Shared);
     std::vector<std::uint8_t> back(kBytes);
@@ -459,7 +459,7 @@ TEST(MemorySharing, ForkedClientsBufferThroughTheSharedWay) {
     Registration reg{};
     const int fd = receive_with_fd(socks[0], reg);
     ASSERT_GE(fd, 0);
-    dma::ClientMemory mem(child);
+    dma::ClientMemory mem(dma::open_process_memory(child));
     ASSERT_EQ(mem.add_shared(reg.addr, reg.length, fd, reg.offset), 0);
     ::close(fd);
     ASSERT_EQ(mem.way(reg.buffer, kBytes), dma::Way::Shared);
@@ -475,20 +475,22 @@ TEST(MemorySharing, ForkedClientsBufferThroughTheSharedWay) {
     ::close(socks[0]);
 }
 
-TEST(DaemonAccess, PeerPidAndPtracePermission) {
-    int socks[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks), 0);
-    pid_t pid = 0;
-    ASSERT_EQ(peer_pid(socks[0], pid), 0);
-    EXPECT_EQ(pid, ::getpid());
-    ::close(socks[0]);
-    ::close(socks[1]);
-    EXPECT_EQ(peer_pid(-1, pid), EBADF);
-
-    EXPECT_EQ(allow_daemon_access(::getpid()), 0);  // ourselves: nothing to allow
-    if (::access("/proc/sys/kernel/yama/ptrace_scope", F_OK) != 0) {
-        EXPECT_EQ(allow_daemon_access(::getppid()), 0);  // no Yama: classic rules, nothing to do
-    }
+TEST(DaemonAccess, ProcessFilesAreThisProcesssMemAndMaps) {
+    int mem_fd = -1;
+    int maps_fd = -1;
+    ASSERT_EQ(open_process_files(mem_fd, maps_fd), 0);
+    EXPECT_EQ(::fcntl(mem_fd, F_GETFL) & O_ACCMODE, O_RDWR);
+    EXPECT_NE(::fcntl(mem_fd, F_GETFD) & FD_CLOEXEC, 0);
+    // Through the mem file: this process's own bytes.
+    std::uint64_t word = 0x1122334455667788ull;
+    std::uint64_t seen = 0;
+    ASSERT_EQ(::pread(mem_fd, &seen, sizeof seen, static_cast<off_t>(reinterpret_cast<std::uintptr_t>(&word))),
+              static_cast<ssize_t>(sizeof seen));
+    EXPECT_EQ(seen, word);
+    char line[64] = {};
+    EXPECT_GT(::pread(maps_fd, line, sizeof line - 1, 0), 0) << "the maps file lists this process's mappings";
+    ::close(mem_fd);
+    ::close(maps_fd);
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ constexpr std::uint32_t kOwner = 1;
 class Node {
 public:
     Node(Wire& wire, int self, int peer, bool ipv6 = false)
-        : sink_(wire, peer), memory_(::getpid()), mrs_(pds_) {
+        : sink_(wire, peer), memory_(dma::open_process_memory(::getpid())), mrs_(pds_) {
         EngineConfig cfg;
         cfg.mac = {0x02, 0, 0, 0, 0, static_cast<std::uint8_t>(self + 1)};
         wire::Gid gid = ipv4_gid(static_cast<std::uint8_t>(self + 1));

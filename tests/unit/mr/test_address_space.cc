@@ -1,8 +1,12 @@
 // parse_smaps and covered_by on hand-written text, and ProcessAddressSpace
 // against this process's own mappings.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <cstdint>
 #include <string>
@@ -136,7 +140,7 @@ TEST(ProcessAddressSpaceTest, FollowsThisProcessesMappings) {
     void* p = mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
     const auto base = reinterpret_cast<std::uintptr_t>(p);
-    const ProcessAddressSpace self(getpid());
+    const ProcessAddressSpace self(ProcessAddressSpace::open_maps(getpid()));
     EXPECT_TRUE(self.accessible(base, 4 * page, true));
     ASSERT_EQ(mprotect(reinterpret_cast<void*>(base + page), page, PROT_READ), 0);
     EXPECT_TRUE(self.accessible(base, 4 * page, false));
@@ -156,10 +160,98 @@ TEST(ProcessAddressSpaceTest, FollowsThisProcessesMappings) {
 
 TEST(ProcessAddressSpaceTest, NoSuchProcessHasNothingMapped) {
     // PIDs above pid_max (at most 2^22) never exist.
-    const ProcessAddressSpace ghost(0x7FFFFFF0);
+    const ProcessAddressSpace ghost(ProcessAddressSpace::open_maps(0x7FFFFFF0));
     int on_stack = 0;
     EXPECT_FALSE(ghost.accessible(reinterpret_cast<std::uintptr_t>(&on_stack), 4, false));
     EXPECT_FALSE(ghost.huge_page_size(reinterpret_cast<std::uintptr_t>(&on_stack), 4).has_value());
+}
+
+// HUGETLB registrations rely on the page size PROCMAP_QUERY reports.
+TEST(ProcessAddressSpaceTest, HugePagesAreSeenAsHuge) {
+    constexpr std::size_t kHuge = 2u << 20;
+    void* p = mmap(nullptr, kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p == MAP_FAILED) {
+        GTEST_SKIP() << "no 2 MiB huge page to map (vm.nr_hugepages)";
+    }
+    const ProcessAddressSpace self(ProcessAddressSpace::open_maps(getpid()));
+    const auto base = reinterpret_cast<std::uintptr_t>(p);
+    const auto size = self.huge_page_size(base, kHuge);
+    ASSERT_TRUE(size.has_value()) << "a kernel without PROCMAP_QUERY cannot tell";
+    EXPECT_EQ(*size, kHuge);
+    EXPECT_TRUE(self.accessible(base, kHuge, true));
+    munmap(p, kHuge);
+}
+
+TEST(ProcessAddressSpaceTest, WithoutAFileNothingIsMapped) {
+    const ProcessAddressSpace ghost{UniqueFd{}};
+    int on_stack = 0;
+    EXPECT_FALSE(ghost.accessible(reinterpret_cast<std::uintptr_t>(&on_stack), 4, false));
+    EXPECT_TRUE(ghost.gone());
+    const NoAddressSpace none;
+    EXPECT_FALSE(none.accessible(reinterpret_cast<std::uintptr_t>(&on_stack), 4, false));
+    EXPECT_TRUE(none.accessible(0, 0, false));
+    EXPECT_FALSE(none.gone());
+}
+
+TEST(ProcessAddressSpaceTest, ALiveProcessIsNotGone) {
+    const ProcessAddressSpace self(ProcessAddressSpace::open_maps(getpid()));
+    EXPECT_FALSE(self.gone());
+}
+
+// The maps file binds to the address space it was opened on: after the
+// process execs (same pid) it shows nothing, and the space is gone.
+TEST(ProcessAddressSpaceTest, AnExecedProcessShowsNothing) {
+    int exec_done[2];
+    ASSERT_EQ(pipe2(exec_done, O_CLOEXEC), 0);
+    int go[2];
+    ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(exec_done[0]);
+        close(go[1]);
+        char step = 0;
+        (void)read(go[0], &step, 1);
+        execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    close(exec_done[1]);
+    close(go[0]);
+    const ProcessAddressSpace before(ProcessAddressSpace::open_maps(child));
+    static const int marker = 7;
+    const auto at = reinterpret_cast<std::uintptr_t>(&marker);
+    EXPECT_TRUE(before.accessible(at, sizeof marker, false)) << "the forked image has our mappings";
+    EXPECT_FALSE(before.gone());
+    ASSERT_EQ(write(go[1], "x", 1), 1);
+    char none = 0;
+    EXPECT_EQ(read(exec_done[0], &none, 1), 0) << "EOF once the child exec'ed";
+    EXPECT_TRUE(before.gone());
+    EXPECT_FALSE(before.accessible(at, sizeof marker, false));
+    const ProcessAddressSpace after(ProcessAddressSpace::open_maps(child));
+    EXPECT_FALSE(after.gone()) << "the same pid, a new image, a new file";
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    close(exec_done[0]);
+    close(go[1]);
+}
+
+TEST(ProcessAddressSpaceTest, AnExitedProcessIsGone) {
+    int go[2];
+    ASSERT_EQ(pipe2(go, O_CLOEXEC), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+        close(go[1]);
+        char step = 0;
+        (void)read(go[0], &step, 1);
+        _exit(0);
+    }
+    close(go[0]);
+    const ProcessAddressSpace space(ProcessAddressSpace::open_maps(child));
+    EXPECT_FALSE(space.gone());
+    close(go[1]);
+    waitpid(child, nullptr, 0);
+    EXPECT_TRUE(space.gone());
 }
 
 }  // namespace

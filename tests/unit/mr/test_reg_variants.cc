@@ -74,7 +74,7 @@ private:
 
 class RegVariants : public MrTest {
 protected:
-    std::shared_ptr<const AddressSpace> self = std::make_shared<ProcessAddressSpace>(getpid());
+    std::shared_ptr<const AddressSpace> self = std::make_shared<ProcessAddressSpace>(ProcessAddressSpace::open_maps(getpid()));
 };
 
 // ---- iova and ZERO_BASED ----
@@ -208,6 +208,26 @@ TEST_F(RegVariants, ImplicitOdpChecksTheRealMappingsOnEveryAccess) {
     // The range check still applies first; nothing wraps at the top.
     EXPECT_EQ(rd(odp.rkey, UINT64_MAX - 3, 8).status, CheckStatus::RemoteOutOfRange);
     EXPECT_EQ(rd(odp.rkey, 0, 8).status, CheckStatus::RemoteOdpFault);  // page 0 is never mapped
+}
+
+// An MR that may be written pins for write: read-only memory is EFAULT for
+// it (the copying way would write it with FOLL_FORCE: docs/security.md), and
+// still fine for a read-only MR.
+TEST_F(RegVariants, WritableMrsNeedWritableMemory) {
+    Mapped m(2);
+    ASSERT_TRUE(m.ok());
+    ASSERT_EQ(mprotect(reinterpret_cast<void*>(m.at(1)), Mapped::page(), PROT_READ), 0);
+    for (const std::uint32_t writes : {Access::kLocalWrite, Access::kLocalWrite | Access::kRemoteWrite,
+                                       Access::kLocalWrite | Access::kRemoteAtomic}) {
+        RegRequest r = make_req(pd, m.at(0), m.bytes(), writes);
+        r.address_space = self;
+        EXPECT_EQ(table.reg_mr(r).error, EFAULT) << "access 0x" << std::hex << writes;
+        r.length = Mapped::page();
+        EXPECT_EQ(table.reg_mr(r).error, 0) << "the writable page alone";
+    }
+    RegRequest ro = make_req(pd, m.at(0), m.bytes(), Access::kRemoteRead);
+    ro.address_space = self;
+    EXPECT_EQ(table.reg_mr(ro).error, 0);
 }
 
 TEST_F(RegVariants, ImplicitOdpRefusals) {
@@ -358,7 +378,7 @@ TEST_F(Rereg, ChangeTranslationToUnmappedMemoryIsEfault) {
     Mapped m(2);
     ASSERT_TRUE(m.ok());
     RegRequest r = make_req(pd, m.at(0), m.bytes(), kFull);
-    r.address_space = std::make_shared<ProcessAddressSpace>(getpid());
+    r.address_space = std::make_shared<ProcessAddressSpace>(ProcessAddressSpace::open_maps(getpid()));
     const Registered reg = table.reg_mr(r);
     ASSERT_EQ(reg.error, 0);
     unmap(m.at(1), Mapped::page());
