@@ -1,13 +1,21 @@
 /* The client of the kill test (test_kill_clients.py): it builds up what a
  * verbs application holds in the daemon, then moves data until it is killed.
  *
- *   churn -d DEVICE -g GID_INDEX
+ *   churn -d DEVICE -g GID_INDEX                  alone: two QPs of its own
+ *   churn -d DEVICE -g GID_INDEX -p PORT          the passive end of a pair
+ *   churn -d DEVICE -g GID_INDEX -p PORT HOST     the active end of a pair
+ *
+ * Alone, its two QPs are connected to each other through the device. In a
+ * pair (two daemons, one per network namespace) each end has one QP, the
+ * ends exchange their addresses over TCP, and the active end RDMA WRITEs
+ * into the passive end's MR and READs it back, every byte compared; the
+ * passive end waits.
  *
  * As it enters each phase it prints one line, line-buffered, so the test can
  * tell where its SIGKILL landed:
  *   phase registration  the device, a PD, MRs of several sizes (two large)
- *   phase connection    CQs (one with a completion channel), an SRQ, two RC
- *                       QPs connected to each other through the device, an AH
+ *   phase connection    CQs (one with a completion channel), an SRQ, an AH,
+ *                       the RC QPs, connected
  *   phase transfer      RDMA WRITE, RDMA READ and SENDs both ways between the
  *                       two QPs, every byte checked, in a loop; after the
  *                       first round it prints "data checked"
@@ -22,8 +30,10 @@
 #include <unistd.h>
 
 #include "rc_link.h"
+#include "side_channel.h"
 
 enum phase { kRegistration, kConnection, kTransfer };
+enum role { kAlone, kPassive, kActive };
 static const char *const kPhaseNames[] = {"registration", "connection", "transfer"};
 
 enum {
@@ -46,6 +56,14 @@ enum { kMrCount = sizeof kMrSizes / sizeof kMrSizes[0], kMrA = 2, kMrB = 3 };
 enum { kSlotWriteSrc = 0, kSlotReadDst = 1, kSlotRecv = 2, kSlotSendSrc = 3 };
 enum { kSlotWriteDst = 0, kSlotSrqRecv = 1, kSlotBSendSrc = 2 };
 
+/* What one end of a pair tells the other. */
+struct offer {
+    struct rc_endpoint endpoint;
+    uint64_t addr;   /* slot kSlotWriteDst of its MR B */
+    uint32_t rkey;
+    uint32_t reserved;
+};
+
 struct churn {
     struct rc_device dev;
     struct ibv_mr *mr[kMrCount];
@@ -57,6 +75,8 @@ struct churn {
     struct ibv_qp *qp_a;   /* its own receive queue */
     struct ibv_qp *qp_b;   /* receives through the SRQ */
     struct ibv_ah *ah;
+    int side_channel;  /* pairs: the TCP connection to the other end */
+    struct offer peer; /* pairs: what the other end offered */
 };
 
 static void enter(enum phase p) { printf("phase %s\n", kPhaseNames[p]); }
@@ -109,7 +129,7 @@ static struct ibv_qp *create_qp(struct churn *c, struct ibv_srq *srq, struct rc_
     return qp;
 }
 
-static void connect_queues(struct churn *c) {
+static void create_queues(struct churn *c) {
     c->channel = ibv_create_comp_channel(c->dev.ctx);
     c->send_cq = c->channel ? ibv_create_cq(c->dev.ctx, kCqDepth, NULL, c->channel, 0) : NULL;
     c->recv_cq = ibv_create_cq(c->dev.ctx, kCqDepth, NULL, NULL, 0);
@@ -121,12 +141,6 @@ static void connect_queues(struct churn *c) {
     if (c->srq == NULL) {
         fail("ibv_create_srq");
     }
-    struct rc_endpoint a, b;
-    c->qp_a = create_qp(c, NULL, &a);
-    c->qp_b = create_qp(c, c->srq, &b);
-    if (rc_qp_connect(&c->dev, c->qp_a, &a, &b) != 0 || rc_qp_connect(&c->dev, c->qp_b, &b, &a) != 0) {
-        fail("connect the two QPs");
-    }
     struct ibv_ah_attr ah_attr = {.is_global = 1, .port_num = kPort};
     ah_attr.grh.dgid = c->dev.gid;
     ah_attr.grh.sgid_index = (uint8_t)c->dev.gid_index;
@@ -135,6 +149,35 @@ static void connect_queues(struct churn *c) {
     if (c->ah == NULL) {
         fail("ibv_create_ah");
     }
+}
+
+static void connect_alone(struct churn *c) {
+    struct rc_endpoint a, b;
+    c->qp_a = create_qp(c, NULL, &a);
+    c->qp_b = create_qp(c, c->srq, &b);
+    if (rc_qp_connect(&c->dev, c->qp_a, &a, &b) != 0 || rc_qp_connect(&c->dev, c->qp_b, &b, &a) != 0) {
+        fail("connect the two QPs");
+    }
+}
+
+/* One QP (qp_a at the active end, qp_b on the SRQ at the passive end),
+ * connected to the other end's over the TCP side channel. */
+static void connect_pair(struct churn *c, enum role role, const char *host, uint16_t port) {
+    struct offer mine = {.reserved = 0}, theirs;
+    struct ibv_qp *qp = create_qp(c, role == kPassive ? c->srq : NULL, &mine.endpoint);
+    *(role == kPassive ? &c->qp_b : &c->qp_a) = qp;
+    mine.addr = (uintptr_t)(c->buf[kMrB] + (size_t)kSlotWriteDst * kChunk);
+    mine.rkey = c->mr[kMrB]->rkey;
+    c->side_channel = role == kPassive ? side_channel_accept(port) : side_channel_connect(host, port, 30);
+    if (c->side_channel < 0 || side_channel_send(c->side_channel, &mine, sizeof mine) != 0 ||
+        side_channel_recv(c->side_channel, &theirs, sizeof theirs) != 0) {
+        fail("exchange addresses with the other end");
+    }
+    if (rc_qp_connect(&c->dev, qp, &mine.endpoint, &theirs.endpoint) != 0) {
+        fail("connect the QP to the other end");
+    }
+    /* The active end WRITEs into and READs from the MR the passive end offered. */
+    c->peer = theirs;
 }
 
 static uint8_t *slot(struct churn *c, int mr, int index) { return c->buf[mr] + (size_t)index * kChunk; }
@@ -223,22 +266,41 @@ static void transfer_once(struct churn *c, uint32_t round) {
     }
 }
 
+/* The active end of a pair: WRITE a chunk into the passive end's MR, READ
+ * it back, compare. */
+static void transfer_to_peer(struct churn *c, uint32_t round) {
+    const uint32_t len = 1 + (round * 7919u) % kChunk;
+    memset(slot(c, kMrA, kSlotWriteSrc), (int)(round * 3 + 1), len);
+    struct ibv_sge write_src = sge(c, kMrA, kSlotWriteSrc, len);
+    struct ibv_sge read_dst = sge(c, kMrA, kSlotReadDst, len);
+    post_send(c->qp_a, &write_src, IBV_WR_RDMA_WRITE, c->peer.addr, c->peer.rkey);
+    post_send(c->qp_a, &read_dst, IBV_WR_RDMA_READ, c->peer.addr, c->peer.rkey);
+    complete(c->send_cq, 2);
+    if (memcmp(slot(c, kMrA, kSlotReadDst), slot(c, kMrA, kSlotWriteSrc), len) != 0) {
+        fail("RDMA WRITE then READ to the other end: the bytes differ");
+    }
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const char *device = NULL;
-    int gid_index = -1;
+    int gid_index = -1, port = 0;
     int opt;
-    while ((opt = getopt(argc, argv, "d:g:")) != -1) {
+    while ((opt = getopt(argc, argv, "d:g:p:")) != -1) {
         if (opt == 'd') {
             device = optarg;
         } else if (opt == 'g') {
             gid_index = atoi(optarg);
+        } else if (opt == 'p') {
+            port = atoi(optarg);
         } else {
             break;
         }
     }
-    if (device == NULL || gid_index < 0) {
-        fprintf(stderr, "usage: %s -d DEVICE -g GID_INDEX\n", argv[0]);
+    const char *host = optind < argc ? argv[optind] : NULL;
+    const enum role role = port == 0 ? kAlone : host == NULL ? kPassive : kActive;
+    if (device == NULL || gid_index < 0 || port < 0 || port > 65535 || (host != NULL && port == 0)) {
+        fprintf(stderr, "usage: %s -d DEVICE -g GID_INDEX [-p PORT [HOST]]\n", argv[0]);
         return 2;
     }
     struct churn c;
@@ -246,10 +308,24 @@ int main(int argc, char **argv) {
     enter(kRegistration);
     register_memory(&c, device, gid_index);
     enter(kConnection);
-    connect_queues(&c);
+    create_queues(&c);
+    if (role == kAlone) {
+        connect_alone(&c);
+    } else {
+        connect_pair(&c, role, host, (uint16_t)port);
+    }
     enter(kTransfer);
+    if (role == kPassive) {
+        char eof;
+        (void)side_channel_recv(c.side_channel, &eof, 1);  /* the active end never sends: wait to be killed */
+        fail("the active end hung up");
+    }
     for (uint32_t round = 0;; ++round) {
-        transfer_once(&c, round);
+        if (role == kAlone) {
+            transfer_once(&c, round);
+        } else {
+            transfer_to_peer(&c, round);
+        }
         if (round == 0) {
             printf("data checked\n");  /* the first round's bytes all arrived */
         }

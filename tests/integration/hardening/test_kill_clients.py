@@ -4,26 +4,34 @@ transfer; the daemon gets back every object, fd, mapping and byte.
 
 usage: test_kill_clients.py UROCED UROCE CHURN
 
-One uroced on the loopback port. `churn` (churn.c) clients run through
-`uroce exec`, several at once; each prints the phase it enters. For each the
-test picks a phase and a delay (seeded, the seed is printed): once the
-client says it entered that phase, it is SIGKILLed after the delay, and the
-phase it last printed is where the kill landed. A client that ends by itself
-or prints FAIL fails the test.
+One uroced on the loopback port, and two on net_af_packet in two network
+namespaces joined by a veth pair (uroce_harness.Topology). Each kill cycle
+runs `churn` (churn.c) through `uroce exec`: alone on the loopback daemon
+(its two QPs connected to each other), or, for a share of the cycles, as a
+pair across the veth (passive end in the first namespace, active end in the
+second, connected over TCP). Several cycles run at once; the clients print
+the phase they enter. For each cycle the test draws a phase and a delay
+(seeded, the seed is printed): once the (active) client says it entered that
+phase, the cycle's clients are SIGKILLed after the delay, and the phase it
+last printed is where the kill landed. A client that ends by itself or
+prints FAIL fails the test.
 
-Before the cycles, one warm-up round (one client per slot, killed in
-transfer) and a baseline of the daemon's resident memory (VmRSS), open fds
+Before the cycles, one warm-up round (one cycle per slot, alone and in
+pairs, killed in transfer) and a baseline of each daemon's resident memory (VmRSS), open fds
 (/proc/PID/fd) and mappings (/proc/PID/maps). After each half of the
-cycles, bounded polls until the daemon's objects (STATUS: clients, PDs,
+cycles, bounded polls until each daemon's objects (STATUS: clients, PDs,
 MRs, MWs, relaxed pools, CQs, QPs, SRQs, AHs; `uroce stats --json`: MRs,
 shared mappings of client memory) are back to none, and its fds and
 mappings back to the baseline; its RSS may grow within the tolerances below.
-Then a fresh ibv_rc_pingpong -c pair through the same daemon must pass.
+Then a fresh ibv_rc_pingpong -c pair through the same daemons (loopback,
+and across the veth) must pass.
 
 Environment: UROCE_KILL_CYCLES (default 1000; tools/fuzz.sh-style long
 runs: 10000), UROCE_KILL_SEED (default: from the clock), UROCE_KILL_PARALLEL
-(clients alive at once, default 4). Exit 77 (skipped) without root (the
-device node in /dev/infiniband) or ibv_rc_pingpong.
+(cycles alive at once, default 4), UROCE_KILL_PAIR_SHARE (the share of
+cycles that are pairs across the veth, default 0.2; 0: loopback only, no
+namespaces). Exit 77 (skipped) without root (the device node in
+/dev/infiniband, the namespaces) or ibv_rc_pingpong.
 """
 
 import argparse
@@ -51,9 +59,11 @@ PHASES = ("registration", "connection", "transfer")
 # [0, window) seconds. Measured on 2 busy cores: registration (libibverbs
 # loading, the device, a PD, 6 MRs up to 16 MiB) takes 20-60 ms, connection
 # (CQs, a channel, an SRQ, 2 QPs to RTS, an AH) 5-20 ms; transfer never ends.
+# (Measured shares with these windows: registration 25-35%, connection
+# 13-22%, transfer 45-50%.)
 # A kill that comes after the phase ended lands in the next one; the test
 # records where each landed, not where it was aimed.
-KILL_WINDOW = {"registration": 0.040, "connection": 0.015, "transfer": 0.060}
+KILL_WINDOW = {"registration": 0.040, "connection": 0.010, "transfer": 0.060}
 # Each phase must take at least this share of the kills.
 MIN_PHASE_SHARE = 0.10
 PHASE_TIMEOUT = 30.0     # a client that does not reach its phase by then has hung
@@ -74,12 +84,19 @@ MAX_REPORTED_FAILURES = 5
 
 
 class Churn:
-    """One churn client: started, watched for its phase lines, killed."""
+    """One kill cycle: a churn client alone on the loopback daemon, or a pair
+    (the passive end on the first veth daemon, the active end on the
+    second); started, the active (or lone) one watched for its phase lines,
+    and killed, passive end first (so the active end's loss is not seen by a
+    living peer)."""
 
-    def __init__(self, daemon, churn, target, delay):
-        argv = daemon.exec_argv(churn, "-d", daemon.name, "-g", str(daemon.gid_index()))
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        os.set_blocking(self.proc.stdout.fileno(), False)
+    def __init__(self, place, target, delay, tcp_port):
+        self.place = place
+        argv = place.argv(tcp_port)
+        self.procs = [subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                      for a in argv]
+        self.watched = self.procs[-1]
+        os.set_blocking(self.fileno(), False)
         self.target, self.delay = target, delay
         self.started = time.monotonic()
         self.kill_at = None
@@ -87,10 +104,10 @@ class Churn:
         self.output = b""
 
     def fileno(self):
-        return self.proc.stdout.fileno()
+        return self.watched.stdout.fileno()
 
     def read(self):
-        """Takes what the client printed; False at EOF."""
+        """Takes what the watched client printed; False at EOF."""
         try:
             data = os.read(self.fileno(), 65536)
         except BlockingIOError:
@@ -103,36 +120,86 @@ class Churn:
     def deadline(self):
         return self.kill_at if self.kill_at is not None else self.started + PHASE_TIMEOUT
 
+    def ended(self):
+        return any(p.poll() is not None for p in self.procs)
+
     def kill(self):
         self.killed = True
-        self.proc.kill()
+        for p in self.procs:
+            p.kill()
 
     def finish(self):
-        """Waits for the process and its last output; returns (phase it
-        landed in, or None, and what went wrong, or None)."""
-        self.proc.wait()
+        """Waits for the processes and their last output; returns (phase the
+        watched one landed in, or None, and what went wrong, or None)."""
+        for p in self.procs:
+            p.wait()
         while self.read():
             pass
-        self.proc.stdout.close()
-        text = self.output.decode(errors="replace")
-        phases = re.findall(r"(?m)^phase (\w+)$", text)
+        texts = [self.output.decode(errors="replace") if p is self.watched else p.stdout.read().decode(errors="replace")
+                 for p in self.procs]
+        for p in self.procs:
+            p.stdout.close()
+        phases = re.findall(r"(?m)^phase (\w+)$", texts[-1])
         landed = phases[-1] if phases else None
-        if "FAIL" in text or not self.killed or self.proc.returncode != -signal.SIGKILL:
-            how = f"exit {self.proc.returncode}" + (" before its kill" if not self.killed else "")
-            return landed, f"client aimed at {self.target} (+{self.delay * 1000:.1f} ms), {how}:\n{text}"
+        aimed = f"{self.place.name} aimed at {self.target} (+{self.delay * 1000:.1f} ms)"
+        for p, text in zip(self.procs, texts):
+            if "FAIL" in text or not self.killed or p.returncode != -signal.SIGKILL:
+                how = f"exit {p.returncode}" + (" before its kill" if not self.killed else "")
+                return landed, f"{aimed}: {' '.join(p.args)}: {how}:\n" + "\n---\n".join(texts)
         if self.kill_at is None:
-            return landed, f"client never reached phase {self.target} in {PHASE_TIMEOUT} s:\n{text}"
+            return landed, f"{aimed}: never reached phase {self.target} in {PHASE_TIMEOUT} s:\n{texts[-1]}"
         return landed, None
 
 
-def run_cycles(daemon, churn, cycles, parallel, rng, landed, failures, on_start=None):
-    """Runs `cycles` churn clients, `parallel` at a time, each killed as drawn."""
+class Alone:
+    """A lone churn client on the loopback daemon."""
+
+    name = "alone"
+
+    def __init__(self, daemon, churn):
+        self.daemon, self.churn = daemon, churn
+        self.gid = str(daemon.gid_index())
+
+    def argv(self, _tcp_port):
+        return [self.daemon.exec_argv(self.churn, "-d", self.daemon.name, "-g", self.gid)]
+
+
+class Pair:
+    """A churn pair across the veth: passive end on topo.server's daemon,
+    active end on topo.client's."""
+
+    name = "pair"
+
+    def __init__(self, topo, churn):
+        self.topo, self.churn = topo, churn
+
+    def argv(self, tcp_port):
+        s, c = self.topo.server, self.topo.client
+        return [s.daemon.exec_argv(self.churn, "-d", s.device, "-g", str(s.gid_index), "-p", str(tcp_port)),
+                c.daemon.exec_argv(self.churn, "-d", c.device, "-g", str(c.gid_index), "-p", str(tcp_port),
+                                   s.tcp_host)]
+
+
+PAIR_PORTS = (20000, 40000)  # TCP ports of the pairs (inside the namespaces), one per cycle in turn
+_pair_port = 0
+
+
+def next_pair_port():
+    global _pair_port
+    _pair_port += 1
+    return PAIR_PORTS[0] + _pair_port % (PAIR_PORTS[1] - PAIR_PORTS[0])
+
+
+def run_cycles(places, cycles, parallel, rng, landed, failures, target=None, pair_share=0.0):
+    """Runs `cycles` kill cycles, `parallel` at a time, each killed as drawn;
+    a share `pair_share` of them are pairs (places["pair"])."""
     started = 0
     live = []
     while started < cycles or live:
         while started < cycles and len(live) < parallel and len(failures) < MAX_REPORTED_FAILURES:
-            target = rng.choice(PHASES) if on_start is None else on_start
-            live.append(Churn(daemon, churn, target, rng.uniform(0, KILL_WINDOW[target])))
+            place = places["pair"] if rng.random() < pair_share else places["alone"]
+            aim = target or rng.choice(PHASES)
+            live.append(Churn(place, aim, rng.uniform(0, KILL_WINDOW[aim]), next_pair_port()))
             started += 1
         if not live:
             break
@@ -142,16 +209,15 @@ def run_cycles(daemon, churn, cycles, parallel, rng, landed, failures, on_start=
             c.read()
         now = time.monotonic()
         for c in list(live):
-            if c.proc.poll() is not None or now >= c.deadline():
-                if c.proc.poll() is None:
-                    c.kill()
+            if c.ended() or now >= c.deadline():
+                c.kill()
                 live.remove(c)
                 phase, problem = c.finish()
                 if problem:
                     failures.append(problem)
                 elif phase:
-                    landed[phase] += 1
-                    landed["after data"] += "\ndata checked\n" in "\n" + c.output.decode(errors="replace")
+                    landed[c.place.name][phase] += 1
+                    landed[c.place.name]["after data"] += "\ndata checked\n" in "\n" + c.output.decode(errors="replace")
 
 
 def daemon_objects(daemon):
@@ -200,7 +266,7 @@ def settle(daemon, baseline=None, seconds=SETTLE_SECONDS):
 
 
 def fresh_pingpong(topo):
-    """A checked ibv_rc_pingpong through the daemon that outlived the kills."""
+    """A checked ibv_rc_pingpong through the daemon(s) that outlived the kills."""
     port = harness.free_tcp_port()
     server = pingpong_argv(topo.server, "ibv_rc_pingpong", 4096, False, port)
     client = pingpong_argv(topo.client, "ibv_rc_pingpong", 4096, False, port) + [topo.server.tcp_host]
@@ -211,52 +277,76 @@ class Failed(Exception):
     pass
 
 
-def run(topo, churn, cycles, parallel, seed):
+def check_daemons(tc, daemons, baseline, when):
+    """Every daemon holds no client object and is back to its baseline fds
+    and mappings (bounded polls); returns each one's usage."""
+    usage = {}
+    for d in daemons:
+        if not d.alive():
+            raise Failed(f"uroced {d.name} died")
+        t = time.monotonic()
+        objects, usage[d.name], _met = settle(d, baseline[d.name])
+        print(f"{d.name} after {when} ({time.monotonic() - t:.2f} s to settle): {usage[d.name]}, objects {objects}",
+              file=sys.stderr)
+        tc.assertEqual({k: v for k, v in objects.items() if v}, {}, f"{d.name}: objects it still holds for dead "
+                       "clients")
+        tc.assertEqual(usage[d.name]["fds"], baseline[d.name]["fds"],
+                       f"{d.name}: open fds: {os.listdir(f'/proc/{d.proc.pid}/fd')}")
+        tc.assertEqual(usage[d.name]["maps"], baseline[d.name]["maps"], f"{d.name}: mappings (/proc/PID/maps lines)")
+    return usage
+
+
+def run(lo, veth, churn, cycles, parallel, pair_share, seed):
     import unittest
-    d = topo.server.daemon
     rng = random.Random(seed)
     tc = unittest.TestCase()
-    landed = dict.fromkeys(PHASES + ("after data",), 0)
+    daemons = lo.daemons + (veth.daemons if veth else [])
+    places = {"alone": Alone(lo.server.daemon, churn), "pair": Pair(veth, churn) if veth else None}
+    landed = {kind: dict.fromkeys(PHASES + ("after data",), 0) for kind in places}
     failures = []
 
-    run_cycles(d, churn, parallel, parallel, rng, dict(landed), failures, on_start="transfer")
+    for kind, share in (("alone", 0.0), ("pair", 1.0)):
+        if places[kind]:
+            run_cycles(places, parallel, parallel, rng, {k: dict(v) for k, v in landed.items()}, failures,
+                       target="transfer", pair_share=share)
     if failures:
         raise Failed("warm-up:\n" + failures[0])
-    objects, baseline, met = settle(d)
-    if not met:
-        raise Failed(f"after the warm-up the daemon still holds {objects}")
-    print(f"baseline after the warm-up: {baseline}", file=sys.stderr)
+    baseline = {}
+    for d in daemons:
+        objects, baseline[d.name], met = settle(d)
+        if not met:
+            raise Failed(f"after the warm-up {d.name} still holds {objects}")
+    print(f"baselines after the warm-up: {baseline}", file=sys.stderr)
 
     t0 = time.monotonic()
     usage = {}
     for half, n in (("first half", cycles // 2), ("second half", cycles - cycles // 2)):
-        run_cycles(d, churn, n, parallel, rng, landed, failures)
+        run_cycles(places, n, parallel, rng, landed, failures, pair_share=pair_share if veth else 0.0)
         if failures:
             raise Failed(f"{len(failures)} client(s) failed before their kill; the first:\n{failures[0]}")
-        if not d.alive():
-            raise Failed(f"uroced died\n{topo.daemon_logs()}")
-        t1 = time.monotonic()
-        objects, usage[half], met = settle(d, baseline)
-        print(f"after the {half} ({time.monotonic() - t1:.2f} s to settle): {usage[half]}, objects {objects}",
-              file=sys.stderr)
-        tc.assertEqual({k: v for k, v in objects.items() if v}, {}, "objects the daemon still holds for dead clients")
-        tc.assertEqual(usage[half]["fds"], baseline["fds"], f"open fds: {os.listdir(f'/proc/{d.proc.pid}/fd')}")
-        tc.assertEqual(usage[half]["maps"], baseline["maps"], "mappings (/proc/PID/maps lines)")
+        usage[half] = check_daemons(tc, daemons, baseline, f"the {half}")
     took = time.monotonic() - t0
     print(f"{cycles} cycles in {took:.1f} s ({cycles / took:.1f}/s, {parallel} at once); kills landed in {landed}",
           file=sys.stderr)
-    first, second = usage["first half"]["rss_kib"], usage["second half"]["rss_kib"]
-    tc.assertLessEqual(second - baseline["rss_kib"], RSS_TOLERANCE_KIB, "VmRSS growth over the run, KiB")
-    tc.assertLessEqual(second - first, RSS_SECOND_HALF_TOLERANCE_KIB, "VmRSS growth over the second half, KiB")
+    for d in daemons:
+        first, second = usage["first half"][d.name]["rss_kib"], usage["second half"][d.name]["rss_kib"]
+        tc.assertLessEqual(second - baseline[d.name]["rss_kib"], RSS_TOLERANCE_KIB, f"{d.name}: VmRSS growth, KiB")
+        tc.assertLessEqual(second - first, RSS_SECOND_HALF_TOLERANCE_KIB,
+                           f"{d.name}: VmRSS growth over the second half, KiB")
+    total = {p: sum(landed[k][p] for k in landed) for p in PHASES + ("after data",)}
     least = max(1, int(cycles * MIN_PHASE_SHARE))
-    for phase in PHASES:
-        tc.assertGreaterEqual(landed[phase], least, f"kills that landed in {phase}: {landed}")
-    tc.assertGreaterEqual(landed["after data"], least, f"kills after a client's first checked round: {landed}")
+    for phase in PHASES + ("after data",):
+        tc.assertGreaterEqual(total[phase], least, f"kills that landed in {phase}: {landed}")
+    if veth:
+        pairs = sum(landed["pair"][p] for p in PHASES)
+        tc.assertGreaterEqual(landed["pair"]["after data"], max(1, int(pairs * MIN_PHASE_SHARE)),
+                              f"pairs killed after their first checked round: {landed}")
 
-    result = fresh_pingpong(topo)
-    ip = d.ip
-    check_pingpong(tc, result, 4096, own_ip=(ip, ip), peer_ip=(ip, ip))
-    print("a fresh ibv_rc_pingpong -c afterwards: passed", file=sys.stderr)
+    for topo in (lo, veth) if veth else (lo,):
+        result = fresh_pingpong(topo)
+        ips = (topo.server.daemon.ip, topo.client.daemon.ip)
+        check_pingpong(tc, result, 4096, own_ip=ips, peer_ip=ips[::-1])
+        print(f"a fresh ibv_rc_pingpong -c afterwards ({topo.kind}): passed", file=sys.stderr)
 
 
 def main():
@@ -265,23 +355,31 @@ def main():
     ap.add_argument("uroce")
     ap.add_argument("churn")
     args = ap.parse_args()
-    reason = harness.skip_reason("loopback", ["ibv_rc_pingpong"])
+    pair_share = float(os.environ.get("UROCE_KILL_PAIR_SHARE", "0.2"))
+    reason = harness.skip_reason("veth" if pair_share > 0 else "loopback", ["ibv_rc_pingpong"])
     if reason:
         print(f"SKIP: {reason}")
         return harness.SKIP
     cycles = int(os.environ.get("UROCE_KILL_CYCLES", "1000"))
     parallel = int(os.environ.get("UROCE_KILL_PARALLEL", "4"))
     seed = int(os.environ.get("UROCE_KILL_SEED", str(time.time_ns() % 1_000_000_007)))
-    print(f"seed {seed} (UROCE_KILL_SEED={seed} repeats the draws), {cycles} cycles, {parallel} at once",
-          file=sys.stderr)
-    topo = harness.Topology("loopback", os.path.abspath(args.uroced), os.path.abspath(args.uroce))
+    print(f"seed {seed} (UROCE_KILL_SEED={seed} repeats the draws), {cycles} cycles, {parallel} at once, "
+          f"{pair_share:.0%} of them pairs across the veth", file=sys.stderr)
+    binaries = (os.path.abspath(args.uroced), os.path.abspath(args.uroce))
+    lo = veth = None
     try:
-        run(topo, os.path.abspath(args.churn), cycles, parallel, seed)
+        lo = harness.Topology("loopback", *binaries)
+        if pair_share > 0:
+            veth = harness.Topology("veth", *binaries)
+        run(lo, veth, os.path.abspath(args.churn), cycles, parallel, pair_share, seed)
     except (Failed, AssertionError) as e:
-        print(f"FAIL (seed {seed}): {e}\n{topo.daemon_logs()}", file=sys.stderr)
+        logs = "\n".join(t.daemon_logs() for t in (lo, veth) if t)
+        print(f"FAIL (seed {seed}): {e}\n{logs}", file=sys.stderr)
         return 1
     finally:
-        topo.close()
+        for t in (veth, lo):
+            if t:
+                t.close()
     print("PASS", file=sys.stderr)
     return 0
 
