@@ -16,9 +16,10 @@
  *   phase registration  the device, a PD, MRs of several sizes (two large)
  *   phase connection    CQs (one with a completion channel), an SRQ, an AH,
  *                       the RC QPs, connected
- *   phase transfer      RDMA WRITE, RDMA READ and SENDs both ways between the
- *                       two QPs, every byte checked, in a loop; after the
- *                       first round it prints "data checked"
+ *   phase transfer      the data moving as above (alone: RDMA WRITE, RDMA READ
+ *                       and SENDs both ways between its two QPs), every byte
+ *                       checked, in a loop; after the first round it prints
+ *                       "data checked"
  * It never ends by itself: "FAIL ..." and exit 1 mean the daemon failed it. */
 #include <infiniband/verbs.h>
 #include <stdint.h>
