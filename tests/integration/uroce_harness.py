@@ -407,6 +407,12 @@ class _Program:
         return Side(self.role, self.argv, self.proc.returncode, text, self.killed)
 
 
+def start_program(role, argv):
+    """Starts `argv` with its output collected; finish() (or close()) ends it
+    by its PID and returns a Side. Stopped with the others on SIGTERM."""
+    return _Program(role, argv)
+
+
 _hung_in_a_row = 0
 HUNG_RUNS_BEFORE_GIVING_UP = 3
 

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <cstring>
+
 #include "log.h"
 #include "wire/parse.h"
 
@@ -56,7 +58,7 @@ Datapath::Datapath(device::Device& device, net::Port& port)
 Datapath::~Datapath() = default;
 
 bool Datapath::poll(engine::Clock::time_point now) {
-    bool worked = false;
+    bool worked = receive_own_frames(now);
     const std::size_t n = port_.receive(rx_);
     for (std::size_t i = 0; i < n; ++i) {
         const std::span<const std::uint8_t> frame = rx_[i].bytes;
@@ -78,10 +80,31 @@ bool Datapath::poll(engine::Clock::time_point now) {
     worked |= engine_->poll(now);
     neighbours_.poll(now);
     port_.flush();
-    return worked;
+    return worked || !to_self_.empty();
+}
+
+bool Datapath::receive_own_frames(engine::Clock::time_point now) {
+    if (to_self_.empty()) {
+        return false;
+    }
+    std::vector<std::vector<std::uint8_t>> frames;
+    frames.swap(to_self_);  // what the engine sends meanwhile waits for the next poll
+    for (const std::vector<std::uint8_t>& frame : frames) {
+        const wire::ParseResult r = wire::parse_frame(frame);
+        if (r.ok()) {
+            ++counters_.rx_roce;
+            engine_->receive(r.packet, now);
+        } else {
+            ++counters_.rx_malformed;
+        }
+    }
+    return true;
 }
 
 std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
+    if (!to_self_.empty()) {
+        return engine::Clock::now();  // frames to ourselves wait to be received
+    }
     auto a = engine_->next_deadline();
     auto b = neighbours_.next_deadline();
     if (!a) {
@@ -94,6 +117,12 @@ std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
 }
 
 void Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) {
+    if (port_.has_wire() && neighbours_.is_ours(dst) && frame.size() >= sizeof(wire::EthHdr)) {
+        const wire::MacAddr ours = port_.mac();
+        std::memcpy(frame.data(), ours.data(), ours.size());  // Ethernet destination first, as on the wire
+        to_self_.emplace_back(frame.begin(), frame.end());
+        return;
+    }
     neighbours_.send_ip(frame, dst, now);
 }
 

@@ -107,6 +107,8 @@ public:
 
 private:
     dma::ClientMemory* memory_of(std::uint32_t client);
+    // Gives the engine the frames it sent to our own addresses; true if any.
+    bool receive_own_frames(engine::Clock::time_point now);
 
     net::Port& port_;
     net::Neighbours neighbours_;
@@ -127,6 +129,11 @@ private:
     std::unordered_map<std::uint32_t, std::shared_ptr<const device::SrqRings>> srqs_;
     std::function<void(std::uint32_t, std::uint64_t, engine::AsyncEvent)> async_sink_;
     std::vector<net::RxFrame> rx_;
+    // Frames the engine sent to one of our own addresses on a port with a
+    // wire (two QPs of this device connected to each other): a NIC does not
+    // receive what it transmits, so they are received from here, on the next
+    // poll, as the loopback port brings its frames back.
+    std::vector<std::vector<std::uint8_t>> to_self_;
     DatapathCounters counters_;
 };
 

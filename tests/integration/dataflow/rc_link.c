@@ -99,6 +99,11 @@ struct ibv_qp *rc_qp_create(struct rc_device *d, struct rc_endpoint *self) {
 
 int rc_qp_connect(struct rc_device *d, struct ibv_qp *qp, const struct rc_endpoint *self,
                   const struct rc_endpoint *peer) {
+    return rc_qp_connect_retry(d, qp, self, peer, kLocalAckTimeout, kRetryCount);
+}
+
+int rc_qp_connect_retry(struct rc_device *d, struct ibv_qp *qp, const struct rc_endpoint *self,
+                        const struct rc_endpoint *peer, uint8_t timeout, uint8_t retry_cnt) {
     struct ibv_qp_attr attr = {
         .qp_state = IBV_QPS_INIT,
         .pkey_index = 0,
@@ -131,8 +136,8 @@ int rc_qp_connect(struct rc_device *d, struct ibv_qp *qp, const struct rc_endpoi
     }
     memset(&attr, 0, sizeof attr);
     attr.qp_state = IBV_QPS_RTS;
-    attr.timeout = kLocalAckTimeout;
-    attr.retry_cnt = kRetryCount;
+    attr.timeout = timeout;
+    attr.retry_cnt = retry_cnt;
     attr.rnr_retry = kRnrRetryForever;
     attr.sq_psn = self->psn;
     attr.max_rd_atomic = (uint8_t)(peer->max_rd_atomic < d->max_rd_atomic ? peer->max_rd_atomic : d->max_rd_atomic);

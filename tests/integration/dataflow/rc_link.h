@@ -41,6 +41,11 @@ struct ibv_qp *rc_qp_create(struct rc_device *d, struct rc_endpoint *self);
 int rc_qp_connect(struct rc_device *d, struct ibv_qp *qp, const struct rc_endpoint *self,
                   const struct rc_endpoint *peer);
 
+/* The same with the requester's local ACK timeout (IBTA: 4.096 us *
+ * 2^timeout) and transport retry count of the caller's choosing. */
+int rc_qp_connect_retry(struct rc_device *d, struct ibv_qp *qp, const struct rc_endpoint *self,
+                        const struct rc_endpoint *peer, uint8_t timeout, uint8_t retry_cnt);
+
 /* Bytes of an IB MTU enum value: 256 << (mtu - 1). */
 uint32_t rc_mtu_bytes(enum ibv_mtu mtu);
 

@@ -152,14 +152,48 @@ class KernelStaysQuietTests(unittest.TestCase):
                              f"and counted {noports} UDP datagrams to no port during a pingpong")
 
 
+class OneDevice:
+    """Both programs of a pair on one daemon of `topo` (its namespace, TCP
+    over 127.0.0.1): for run_pair."""
+
+    def __init__(self, topo, daemon):
+        self.topo = topo
+        self.server = self.client = harness.Endpoint(daemon, "127.0.0.1")
+
+    def dead_daemons(self):
+        return self.topo.dead_daemons()
+
+    def daemon_logs(self):
+        return self.topo.daemon_logs()
+
+
+class OneDeviceTests(unittest.TestCase):
+    """veth only: two QPs of one device on a port with a wire, connected to
+    each other (the device's own GID as the destination). The wire does not
+    bring a NIC's own frames back; the daemon must deliver them itself, as
+    rdma_rxe and hardware RoCE devices do."""
+
+    topo = None
+
+    def test_rc_pingpong_within_one_device(self):
+        one = OneDevice(self.topo, self.topo.daemons[0])
+        port = harness.free_tcp_port()
+        server = pingpong_argv(one.server, "ibv_rc_pingpong", 4096, False, port)
+        client = pingpong_argv(one.client, "ibv_rc_pingpong", 4096, False, port) + ["127.0.0.1"]
+        result = harness.run_pair(one, server, client, port, timeout=run_timeout(4096))
+        ip = one.server.daemon.ip
+        check_pingpong(self, result, 4096, own_ip=(ip, ip), peer_ip=(ip, ip))
+
+
 def make_suite(topo):
     PingpongTests.topo = topo
     TopologyTests.topo = topo
     KernelStaysQuietTests.topo = topo
+    OneDeviceTests.topo = topo
     loader = unittest.TestLoader()
     suite = unittest.TestSuite()
     only = os.environ.get("UROCE_DATAFLOW_ONLY")  # e.g. rc_pingpong_4096B: run the matching tests only
-    classes = [TopologyTests, PingpongTests] + ([KernelStaysQuietTests] if topo.kind == "veth" else [])
+    classes = [TopologyTests, PingpongTests] + ([KernelStaysQuietTests, OneDeviceTests] if topo.kind == "veth" else [])
     for cls in classes:
         for name in loader.getTestCaseNames(cls):
             if not only or only in name:
