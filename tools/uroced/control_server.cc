@@ -240,17 +240,15 @@ void ControlServer::handle(int fd) {
     mh.msg_control = control;
     mh.msg_controllen = sizeof(control);
     const ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    if (n == 0) {
-        drop(fd, "", false);
-        return;
-    }
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR) {
             drop(fd, fmt::format("receive failed: {}", std::strerror(errno)), false);
         }
         return;
     }
-    // Take every fd the client sent, so none leaks whatever happens next.
+    // Take every fd the client sent, so none leaks whatever happens next:
+    // an empty datagram (n == 0, read as the end of the connection) may carry
+    // fds too.
     std::vector<int> fds;
     for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -267,6 +265,11 @@ void ControlServer::handle(int fd) {
             ::close(f);
         }
     };
+    if (n == 0) {
+        close_fds();
+        drop(fd, "", false);
+        return;
+    }
     if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fds.size() > 1) {
         close_fds();
         drop(fd, (mh.msg_flags & MSG_CTRUNC) != 0 || fds.size() > 1 ? "too many file descriptors"
