@@ -98,11 +98,14 @@ int RingMemory::create(const char* name, std::size_t size, RingMemory& out) {
     if (size == 0) {
         return EINVAL;
     }
-    const int fd = ::memfd_create(name, MFD_CLOEXEC);
+    const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         return errno;
     }
-    if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    // Sealed at its size: a client that truncated the file would make the
+    // daemon's next touch of the ring a SIGBUS (found by fuzz_control).
+    if (::ftruncate(fd, static_cast<off_t>(size)) != 0 ||
+        ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         const int err = errno;
         ::close(fd);
         return err;

@@ -75,7 +75,8 @@ public:
     RingMemory& operator=(const RingMemory&) = delete;
 
     // `name` shows in /proc/<pid>/maps and fd links ("memfd:<name>").
-    // 0 or an errno (of memfd_create, ftruncate or mmap).
+    // 0 or an errno (of memfd_create, ftruncate, sealing or mmap). The file
+    // is sealed at its size (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL).
     [[nodiscard]] static int create(const char* name, std::size_t size, RingMemory& out);
 
     [[nodiscard]] bool valid() const { return data_ != nullptr; }

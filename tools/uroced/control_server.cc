@@ -512,8 +512,11 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                 return status_only(out, h, EINVAL);
             }
             const std::size_t bytes = mr::relaxed_pool_bytes(req.capacity);
-            const int mfd = ::memfd_create("uroce-relaxed-pool", MFD_CLOEXEC);
-            if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0) {
+            // Sealed at its size, like the rings: a truncated pool would
+            // make the daemon's next sweep a SIGBUS.
+            const int mfd = ::memfd_create("uroce-relaxed-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+            if (mfd < 0 || ::ftruncate(mfd, static_cast<off_t>(bytes)) != 0 ||
+                ::fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
                 if (mfd >= 0) {
                     ::close(mfd);
                 }

@@ -252,6 +252,8 @@ class HostileSharedMemoryTests(unittest.TestCase):
         handle = struct.unpack_from("<I", body)[0]
         size = 64 + 64 * capacity
         mem = mmap.mmap(fds[0], size)
+        with self.assertRaises(PermissionError, msg="the pool is sealed at its size"):
+            os.ftruncate(fds[0], 0)  # would make the daemon's next sweep a SIGBUS
         os.close(fds[0])
         other = self.d.client()
         # Bounded: 2000 rounds of random bytes over the whole pool, the daemon
