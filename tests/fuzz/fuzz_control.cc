@@ -16,7 +16,10 @@
 //   - send raw bytes of any length up to one more than the largest message;
 //   - map a memfd the daemon passed back (CQ, QP and SRQ rings, relaxed
 //     pools) and scribble into it, or truncate it;
-//   - run the data path (the engine reads the scribbled rings).
+//   - run the data path (the engine reads the scribbled rings);
+//   - set up, in one action of a few bytes, a PD, a CQ, an MR over the arena
+//     and an RC, UC or UD QP connected to itself in RTS, so that scribbled
+//     WQEs make the engine move data.
 // Memory registrations point into an arena of this process, so the engine's
 // DMA, which reaches "the client" (this process) through process_vm_*,
 // lands in the arena and never in the fuzzer's own heap.
@@ -53,6 +56,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <infiniband/verbs.h>  // the QP types, states and attribute masks control.h carries
 
 #include "abi/control.h"
 #include "abi/fd_passing.h"
@@ -216,9 +221,71 @@ std::vector<std::string> open_fds() {
 
 // ---- clients ----------------------------------------------------------------
 
+// What the daemon handed out during this input, to name in later requests:
+// by kind from the replies that create objects, and every nonzero word of
+// every reply body.
+struct Known {
+    std::vector<std::uint32_t> words, pds, cqs, qps, srqs, ahs, lkeys, mws;
+
+    void note(const std::uint8_t* reply, std::size_t len);
+};
+
+template <typename T>
+T reply_as(const std::uint8_t* reply, std::size_t len) {
+    T t{};
+    std::memcpy(&t, reply, std::min(len, sizeof t));
+    return t;
+}
+
+void remember(std::vector<std::uint32_t>& list, std::uint32_t v) {
+    if (list.size() < kMaxKnownValues) {
+        list.push_back(v);
+    }
+}
+
+void Known::note(const std::uint8_t* reply, std::size_t len) {
+    for (std::size_t at = sizeof(uroce_ctrl_hdr); at + 4 <= len; at += 4) {
+        std::uint32_t w;
+        std::memcpy(&w, reply + at, sizeof w);
+        if (w != 0) {
+            remember(words, w);
+        }
+    }
+    const auto h = reply_as<uroce_ctrl_hdr>(reply, len);
+    if (h.status != 0) {
+        return;
+    }
+    switch (h.op) {
+        case UROCE_CTRL_ALLOC_PD:
+            remember(pds, reply_as<uroce_ctrl_handle>(reply, len).handle);
+            break;
+        case UROCE_CTRL_CREATE_CQ:
+            remember(cqs, reply_as<uroce_ctrl_cq_reply>(reply, len).handle);
+            break;
+        case UROCE_CTRL_CREATE_QP:
+            remember(qps, reply_as<uroce_ctrl_create_qp_reply>(reply, len).qpn);
+            break;
+        case UROCE_CTRL_CREATE_SRQ:
+            remember(srqs, reply_as<uroce_ctrl_srq>(reply, len).handle);
+            break;
+        case UROCE_CTRL_CREATE_AH:
+            remember(ahs, reply_as<uroce_ctrl_handle>(reply, len).handle);
+            break;
+        case UROCE_CTRL_REG_MR:
+            remember(lkeys, reply_as<uroce_ctrl_mr_reply>(reply, len).lkey);
+            break;
+        case UROCE_CTRL_ALLOC_MW:
+            remember(mws, reply_as<uroce_ctrl_mr_reply>(reply, len).rkey);
+            break;
+        default:
+            break;
+    }
+}
+
 struct Client {
     int fd = -1;
     std::vector<int> received;  // fds the daemon passed (rings, pools, doorbell, async pipe)
+    Known known;                // objects are per client: another's handles only get EINVAL
 };
 
 int connect_client() {
@@ -241,10 +308,9 @@ void close_client(Client& c) {
     c = Client{};
 }
 
-// Takes every reply waiting on `c`: the fds go to `c.received`, the body's
-// 32-bit words to `known` (handles and keys to use later). The last reply,
-// if any, is left in `last`.
-bool drain_replies(Client& c, std::vector<std::uint32_t>& known, std::vector<std::uint8_t>* last = nullptr) {
+// Takes every reply waiting on `c`: the fds go to `c.received`, handles and
+// keys to `c.known`. The last reply, if any, is left in `last`.
+bool drain_replies(Client& c, std::vector<std::uint8_t>* last = nullptr) {
     bool got = false;
     for (;;) {
         alignas(8) std::uint8_t buf[UROCE_CTRL_MAX_MESSAGE];
@@ -275,13 +341,7 @@ bool drain_replies(Client& c, std::vector<std::uint32_t>& known, std::vector<std
                 }
             }
         }
-        for (std::size_t at = sizeof(uroce_ctrl_hdr); at + 4 <= static_cast<std::size_t>(n); at += 4) {
-            std::uint32_t w;
-            std::memcpy(&w, buf + at, sizeof w);
-            if (w != 0 && known.size() < kMaxKnownValues) {
-                known.push_back(w);
-            }
-        }
+        c.known.note(buf, static_cast<std::size_t>(n));
         if (last != nullptr) {
             last->assign(buf, buf + n);
         }
@@ -389,8 +449,136 @@ void aim_into_arena(std::vector<std::uint8_t>& msg, FuzzedDataProvider& in) {
     }
 }
 
-std::vector<std::uint8_t> build_request(FuzzedDataProvider& in, const std::vector<std::uint32_t>& known,
-                                        std::uint32_t seq) {
+std::uint32_t pick(FuzzedDataProvider& in, const std::vector<std::uint32_t>& list) {
+    if (list.empty()) {
+        return in.ConsumeIntegral<std::uint32_t>();
+    }
+    return list[in.ConsumeIntegralInRange<std::size_t>(0, list.size() - 1)];
+}
+
+// A path to ourselves (the loopback port's one address): what modify_qp and
+// create_ah are given when shaped.
+void aim_at_ourselves(uroce_ctrl_ah_attr& ah, FuzzedDataProvider& in) {
+    const wire::Gid self = Daemon::config().ips[0];
+    std::memcpy(ah.dgid, self.data(), sizeof ah.dgid);
+    ah.is_global = 1;
+    ah.port_num = 1;
+    ah.sgid_index = in.ConsumeIntegralInRange<std::uint8_t>(0, 3);
+    ah.hop_limit = 64;
+}
+
+// Gives the fields that name objects or size them plausible values (objects
+// this input created, small capacities), so that requests get past the
+// first checks and reach deeper states; the rest stays fuzzer bytes.
+void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider& in, const Known& k) {
+    switch (op) {
+        case UROCE_CTRL_DEALLOC_PD:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.pds);
+            break;
+        case UROCE_CTRL_DEREG_MR:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.lkeys);
+            break;
+        case UROCE_CTRL_DEALLOC_MW:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.mws);
+            break;
+        case UROCE_CTRL_DESTROY_CQ:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.cqs);
+            break;
+        case UROCE_CTRL_QUERY_QP:
+        case UROCE_CTRL_DESTROY_QP:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.qps);
+            break;
+        case UROCE_CTRL_QUERY_SRQ:
+        case UROCE_CTRL_DESTROY_SRQ:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.srqs);
+            break;
+        case UROCE_CTRL_DESTROY_AH:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.ahs);
+            break;
+        case UROCE_CTRL_FLUSH_RELAXED:
+            as<uroce_ctrl_handle>(msg)->handle = pick(in, k.words);
+            break;
+        case UROCE_CTRL_REG_MR:
+        case UROCE_CTRL_REREG_MR: {
+            auto* r = as<uroce_ctrl_reg_mr>(msg);
+            r->pd = pick(in, k.pds);
+            r->access = in.ConsumeIntegralInRange<std::uint32_t>(0, 0x1F);
+            r->flags &= UROCE_REG_HAS_IOVA | UROCE_REG_SHARED | (in.ConsumeBool() ? UROCE_REG_DMABUF : 0);
+            r->lkey = pick(in, k.lkeys);
+            r->rereg_flags &= 0x7;
+            break;
+        }
+        case UROCE_CTRL_ALLOC_MW: {
+            auto* r = as<uroce_ctrl_alloc_mw>(msg);
+            r->pd = pick(in, k.pds);
+            r->type = in.ConsumeIntegralInRange<std::uint32_t>(1, 2);
+            break;
+        }
+        case UROCE_CTRL_BIND_MW: {
+            auto* r = as<uroce_ctrl_bind_mw>(msg);
+            r->mw_rkey = pick(in, k.mws);
+            r->mr_lkey = pick(in, k.lkeys);
+            r->qp_pd = pick(in, k.pds);
+            r->addr = reinterpret_cast<std::uintptr_t>(arena()) + in.ConsumeIntegralInRange<std::size_t>(0, kArenaBytes);
+            r->length = in.ConsumeIntegralInRange<std::uint64_t>(0, kArenaBytes);
+            break;
+        }
+        case UROCE_CTRL_CREATE_RELAXED_POOL: {
+            auto* r = as<uroce_ctrl_relaxed_pool>(msg);
+            r->pd = pick(in, k.pds);
+            r->capacity = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
+            r->dirty_watermark = in.ConsumeIntegralInRange<std::uint32_t>(1, r->capacity);
+            r->invalidate_after_us = in.ConsumeIntegralInRange<std::uint32_t>(0, 1000);
+            break;
+        }
+        case UROCE_CTRL_CREATE_CQ:
+            as<uroce_ctrl_create_cq>(msg)->cqe = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
+            as<uroce_ctrl_create_cq>(msg)->has_channel &= 1;
+            break;
+        case UROCE_CTRL_CREATE_QP: {
+            auto* r = as<uroce_ctrl_create_qp>(msg);
+            r->pd = pick(in, k.pds);
+            r->send_cq = pick(in, k.cqs);
+            r->recv_cq = pick(in, k.cqs);
+            r->srq = in.ConsumeBool() ? pick(in, k.srqs) : 0;
+            r->qp_type = in.PickValueInArray<std::uint8_t>({2, 3, 4});  // IBV_QPT_RC, UC, UD
+            r->cap = {in.ConsumeIntegralInRange<std::uint32_t>(1, 16), in.ConsumeIntegralInRange<std::uint32_t>(1, 16),
+                      in.ConsumeIntegralInRange<std::uint32_t>(1, 4), in.ConsumeIntegralInRange<std::uint32_t>(1, 4),
+                      in.ConsumeIntegralInRange<std::uint32_t>(0, 64), 0};
+            break;
+        }
+        case UROCE_CTRL_MODIFY_QP: {
+            auto* r = as<uroce_ctrl_modify_qp>(msg);
+            r->qpn = pick(in, k.qps);
+            r->attr.qp_state = in.ConsumeIntegralInRange<std::uint32_t>(0, 6);  // IBV_QPS_RESET .. ERR
+            r->attr.path_mtu = in.ConsumeIntegralInRange<std::uint32_t>(1, 5);
+            r->attr.dest_qp_num = pick(in, k.qps);
+            r->attr.port_num = 1;
+            aim_at_ourselves(r->attr.ah_attr, in);
+            break;
+        }
+        case UROCE_CTRL_CREATE_SRQ:
+        case UROCE_CTRL_MODIFY_SRQ: {
+            auto* r = as<uroce_ctrl_srq>(msg);
+            r->pd = pick(in, k.pds);
+            r->handle = pick(in, k.srqs);
+            r->max_wr = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
+            r->max_sge = in.ConsumeIntegralInRange<std::uint32_t>(1, 4);
+            r->srq_limit = in.ConsumeIntegralInRange<std::uint32_t>(0, r->max_wr);
+            break;
+        }
+        case UROCE_CTRL_CREATE_AH: {
+            auto* r = as<uroce_ctrl_create_ah>(msg);
+            r->pd = pick(in, k.pds);
+            aim_at_ourselves(r->attr, in);
+            break;
+        }
+        default:
+            break;
+    }
+}
+
+std::vector<std::uint8_t> build_request(FuzzedDataProvider& in, const Known& known, std::uint32_t seq) {
     RequestType type = in.PickValueInArray(kRequests);
     if (in.ConsumeIntegralInRange<int>(0, 31) == 0) {
         type.op = in.ConsumeIntegral<std::uint16_t>();  // any op, known or not
@@ -402,11 +590,17 @@ std::vector<std::uint8_t> build_request(FuzzedDataProvider& in, const std::vecto
     }
     // Known handles and keys in place of some words of the body.
     const int substitutions = in.ConsumeIntegralInRange<int>(0, 3);
-    for (int i = 0; i < substitutions && !known.empty() && type.size > sizeof(uroce_ctrl_hdr); ++i) {
+    for (int i = 0; i < substitutions && !known.words.empty() && type.size > sizeof(uroce_ctrl_hdr); ++i) {
         const std::size_t words = (type.size - sizeof(uroce_ctrl_hdr)) / 4;
         const std::size_t at = sizeof(uroce_ctrl_hdr) + 4 * in.ConsumeIntegralInRange<std::size_t>(0, words - 1);
-        const std::uint32_t v = known[in.ConsumeIntegralInRange<std::size_t>(0, known.size() - 1)];
+        const std::uint32_t v = pick(in, known.words);
         std::memcpy(msg.data() + at, &v, sizeof v);
+    }
+    const bool sized_as_its_op = std::any_of(std::begin(kRequests), std::end(kRequests), [&](const RequestType& t) {
+        return t.op == type.op && t.size == type.size;
+    });
+    if (sized_as_its_op && in.ConsumeIntegralInRange<int>(0, 3) != 0) {
+        shape(msg, type.op, in, known);
     }
     if (auto* hello = as<uroce_ctrl_hello>(msg); type.op == UROCE_CTRL_HELLO && hello != nullptr && in.ConsumeBool()) {
         hello->abi_version = UROCE_CTRL_VERSION;
@@ -476,8 +670,7 @@ void truncate_received(Client& c, FuzzedDataProvider& in) {
 
 // A fresh client's HELLO and STATUS: answered, and no object of anyone left.
 void check_daemon_is_clean(Daemon& d) {
-    Client c{connect_client(), {}};
-    std::vector<std::uint32_t> ignore;
+    Client c{connect_client(), {}, {}};
     std::vector<std::uint8_t> reply;
     uroce_ctrl_hello hello{};
     hello.hdr = {UROCE_CTRL_MAGIC, UROCE_CTRL_VERSION, UROCE_CTRL_HELLO, sizeof hello, 1, 0, 0};
@@ -488,7 +681,7 @@ void check_daemon_is_clean(Daemon& d) {
             fail("cannot send to the daemon");
         }
         d.settle();
-        if (!drain_replies(c, ignore, &reply)) {
+        if (!drain_replies(c, &reply)) {
             fail("the daemon did not answer a valid request");
         }
     }
@@ -507,7 +700,106 @@ void check_daemon_is_clean(Daemon& d) {
     d.settle();
 }
 
-enum class Action : std::uint8_t { Connect, Request, Raw, Scribble, Truncate, Disconnect, RunDatapath, kMaxValue = RunDatapath };
+// ---- a connected QP in few bytes --------------------------------------------
+
+// Sends `msg` on `c`, lets the daemon answer, takes the reply.
+void call(Daemon& d, Client& c, std::vector<std::uint8_t> msg, std::uint16_t op, std::uint32_t seq) {
+    auto* h = as<uroce_ctrl_hdr>(msg);
+    *h = {UROCE_CTRL_MAGIC, UROCE_CTRL_VERSION, op, static_cast<std::uint32_t>(msg.size()), seq, 0, 0};
+    [[maybe_unused]] const ssize_t sent = ::send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    d.settle();
+    drain_replies(c);
+}
+
+// The attributes of one step RESET -> INIT -> RTR -> RTS (ibv_modify_qp(3)'s
+// required masks), towards `dest_qpn` on our own address.
+std::vector<std::uint8_t> modify_step(std::uint32_t qpn, ibv_qp_type type, ibv_qp_state to, std::uint32_t dest_qpn,
+                                      FuzzedDataProvider& in) {
+    std::vector<std::uint8_t> msg(sizeof(uroce_ctrl_modify_qp), 0);
+    auto* m = as<uroce_ctrl_modify_qp>(msg);
+    m->qpn = qpn;
+    uroce_ctrl_qp_attr& a = m->attr;
+    a.qp_state = to;
+    a.port_num = 1;
+    a.qkey = 0x11111111;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = dest_qpn;
+    a.rq_psn = a.sq_psn = in.ConsumeIntegralInRange<std::uint32_t>(0, 0xFFFFFF);
+    a.max_rd_atomic = a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.timeout = in.ConsumeIntegralInRange<std::uint8_t>(0, 14);
+    a.retry_cnt = in.ConsumeIntegralInRange<std::uint8_t>(0, 7);
+    a.rnr_retry = in.ConsumeIntegralInRange<std::uint8_t>(0, 7);
+    aim_at_ourselves(a.ah_attr, in);
+    const bool ud = type == IBV_QPT_UD;
+    switch (to) {
+        case IBV_QPS_INIT:
+            m->attr_mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | (ud ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS);
+            break;
+        case IBV_QPS_RTR:
+            m->attr_mask = ud ? IBV_QP_STATE
+                              : IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                    (type == IBV_QPT_RC ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0);
+            break;
+        default:
+            m->attr_mask = IBV_QP_STATE | IBV_QP_SQ_PSN |
+                           (type == IBV_QPT_RC ? IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                                     IBV_QP_MAX_QP_RD_ATOMIC
+                                               : 0);
+            break;
+    }
+    return msg;
+}
+
+// PD, CQ, an MR over the arena and a QP of the chosen type connected to
+// itself and moved to RTS: the state where scribbled WQEs make the engine
+// move data. Each step is a real request; a failing one ends the kit.
+void connected_qp(Daemon& d, Client& c, FuzzedDataProvider& in, std::uint32_t& seq) {
+    call(d, c, std::vector<std::uint8_t>(sizeof(uroce_ctrl_hdr)), UROCE_CTRL_ALLOC_PD, ++seq);
+    std::vector<std::uint8_t> cq(sizeof(uroce_ctrl_create_cq), 0);
+    as<uroce_ctrl_create_cq>(cq)->cqe = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
+    call(d, c, cq, UROCE_CTRL_CREATE_CQ, ++seq);
+    if (c.known.pds.empty() || c.known.cqs.empty()) {
+        return;
+    }
+    std::vector<std::uint8_t> mr(sizeof(uroce_ctrl_reg_mr), 0);
+    as<uroce_ctrl_reg_mr>(mr)->pd = c.known.pds.back();
+    as<uroce_ctrl_reg_mr>(mr)->access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                                       IBV_ACCESS_REMOTE_ATOMIC;
+    aim_into_arena(mr, in);
+    call(d, c, mr, UROCE_CTRL_REG_MR, ++seq);
+    const auto type = in.PickValueInArray({IBV_QPT_RC, IBV_QPT_UC, IBV_QPT_UD});
+    std::vector<std::uint8_t> qp(sizeof(uroce_ctrl_create_qp), 0);
+    auto* q = as<uroce_ctrl_create_qp>(qp);
+    q->pd = c.known.pds.back();
+    q->send_cq = q->recv_cq = c.known.cqs.back();
+    q->qp_type = static_cast<std::uint8_t>(type);
+    q->sq_sig_all = in.ConsumeBool() ? 1 : 0;
+    q->cap = {8, 8, 2, 2, 64, 0};
+    const std::size_t qps_before = c.known.qps.size();
+    call(d, c, qp, UROCE_CTRL_CREATE_QP, ++seq);
+    if (c.known.qps.size() == qps_before) {
+        return;
+    }
+    const std::uint32_t qpn = c.known.qps.back();
+    for (const ibv_qp_state to : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+        call(d, c, modify_step(qpn, type, to, qpn, in), UROCE_CTRL_MODIFY_QP, ++seq);
+    }
+}
+
+enum class Action : std::uint8_t {
+    Connect,
+    Request,
+    Raw,
+    Scribble,
+    Truncate,
+    Disconnect,
+    RunDatapath,
+    ConnectedQp,
+    kMaxValue = ConnectedQp
+};
 
 }  // namespace
 
@@ -519,7 +811,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }();
     FuzzedDataProvider in(data, size);
     std::array<Client, kMaxClients> clients;
-    std::vector<std::uint32_t> known;
     std::uint32_t seq = 0;
     clients[0].fd = connect_client();
     d.settle();
@@ -536,7 +827,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 }
                 break;
             case Action::Request: {
-                const std::vector<std::uint8_t> msg = build_request(in, known, ++seq);
+                const std::vector<std::uint8_t> msg = build_request(in, c.known, ++seq);
                 const auto kind = in.ConsumeIntegralInRange<int>(0, 3) == 0 ? in.ConsumeEnum<FdKind>() : FdKind::None;
                 send_request(c, msg, kind, in);
                 break;
@@ -558,10 +849,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 break;
             case Action::RunDatapath:
                 break;
+            case Action::ConnectedQp:
+                connected_qp(d, c, in, seq);
+                break;
         }
         d.settle();
         if (c.fd >= 0) {
-            drain_replies(c, known);
+            drain_replies(c);
         }
     }
     for (Client& c : clients) {
