@@ -10,7 +10,8 @@
 //   - send a request: an op from the table of control.h request types (or
 //     any 16-bit op), a header with the right magic, version and length most
 //     of the time, a body of fuzzer bytes in which 32-bit words may be
-//     replaced by handles and keys the daemon handed out before, and
+//     replaced by handles and keys that client got before and the fields
+//     naming or sizing objects are mostly given plausible values, and
 //     sometimes fds attached by SCM_RIGHTS (memfds, eventfds, pipe ends,
 //     /dev/null, one of the daemon's own ring memfds, or two at once);
 //   - send raw bytes of any length up to one more than the largest message;
@@ -29,8 +30,9 @@
 //   - a fresh client gets answers to HELLO and STATUS;
 //   - STATUS counts that one client and no object at all: everything the
 //     closed clients owned is gone;
-//   - the process holds as many fds as before the first input (the daemon
-//     closes every fd it received or created for a client).
+//   - the process holds the same close-on-exec fds as before the first
+//     input (the daemon closes every fd it received or created for a
+//     client).
 // AddressSanitizer and UBSan watch the rest. Message layouts come from
 // emulator/abi/control.h types only (sizeof and field names), so the target
 // follows the protocol as it changes.
@@ -165,11 +167,15 @@ struct Daemon {
 Daemon& the_daemon() {
     static Daemon* d = [] {
         daemon::set_log_quiet(true);  // a line per connection would drown the fuzzer's own output
-        char tmpl[] = "/tmp/uroce-fuzz-control-XXXXXX";
-        if (::mkdtemp(tmpl) == nullptr) {
+        static char dir[] = "/tmp/uroce-fuzz-control-XXXXXX";
+        if (::mkdtemp(dir) == nullptr) {
             fail("mkdtemp");
         }
-        return new Daemon(tmpl);
+        std::atexit([] {
+            std::error_code ignored;
+            std::filesystem::remove_all(dir, ignored);
+        });
+        return new Daemon(dir);
     }();
     return *d;
 }
