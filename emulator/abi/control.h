@@ -408,6 +408,8 @@ struct uroce_stats_neighbours { /* emulator/net/neighbours.h NeighbourCounters *
     uint64_t resolution_failures;
     uint64_t no_entry_dropped;
     uint64_t entries;           /* now, not since start */
+    uint64_t evicted;           /* entries pushed out for newer ones */
+    uint64_t answers_limited;   /* requests unanswered: same source answered < 100 ms before */
 };
 struct uroce_stats_dma {        /* emulator/dma/client_memory.h DmaCounters, all clients */
     uint64_t shared_ops;
@@ -489,7 +491,7 @@ static_assert(sizeof(struct uroce_ctrl_modify_qp) == 144, "modify qp layout");
 static_assert(sizeof(struct uroce_ctrl_query_qp_reply) == 136, "query qp reply layout");
 static_assert(sizeof(struct uroce_ctrl_srq) == 64, "srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
-static_assert(sizeof(struct uroce_ctrl_stats_reply) == 400, "stats layout");
+static_assert(sizeof(struct uroce_ctrl_stats_reply) == 416, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
 static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");

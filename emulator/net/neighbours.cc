@@ -145,10 +145,16 @@ void Neighbours::handle_arp(const ArpMessage& m, Clock::time_point now) {
     if (m.sender_ip != kUnspecifiedIpv4 && !is_ours(sender)) {
         if (auto it = table_.find(sender); it != table_.end()) {
             confirm(it->second, m.sender_mac, now);
+            if (aimed_at_us) {
+                heard_again(it->second);
+            }
             acted = true;
         } else if (aimed_at_us) {
             acted = learn(sender, m.sender_mac, now);
         }
+    }
+    if (m.op == ArpOp::Request && aimed_at_us && !may_answer(sender, now)) {
+        return;
     }
     if (m.op == ArpOp::Request && aimed_at_us) {
         const ArpMessage reply{
@@ -186,9 +192,13 @@ void Neighbours::handle_nd(const NdMessage& m, Clock::time_point now) {
         if (!duplicate_address_detection && m.link_addr && !is_ours(m.ip_src)) {
             if (auto it = table_.find(m.ip_src); it != table_.end()) {
                 confirm(it->second, *m.link_addr, now);
+                heard_again(it->second);
             } else {
                 learn(m.ip_src, *m.link_addr, now);
             }
+        }
+        if (!duplicate_address_detection && !may_answer(m.ip_src, now)) {
+            return;
         }
         // RFC 4861 7.2.4: answer to the sender (to all nodes for DAD, then
         // not Solicited), overriding whatever the sender had for us.
@@ -256,16 +266,85 @@ void Neighbours::confirm(Entry& e, const wire::MacAddr& mac, Clock::time_point n
 }
 
 bool Neighbours::learn(const wire::Gid& ip, const wire::MacAddr& mac, Clock::time_point now) {
-    if (table_.size() >= config_.max_entries) {
+    if (config_.max_learned == 0) {
+        return false;
+    }
+    if (learned_.size() >= config_.max_learned) {
+        forget(table_.find(learned_.front()));  // the pool is full: its stalest guess goes
+        counters_.evicted += 1;
+    }
+    if (table_.size() >= config_.max_entries && !make_room(now)) {
         return false;
     }
     Entry& e = table_[ip];
     e.state = State::Reachable;
+    e.origin = Origin::Learned;
     e.mac = mac;
     e.confirmed = now;
+    e.last_used = now;
+    e.in_learned = learned_.insert(learned_.end(), ip);
     counters_.learned += 1;
     note_deadline(now + config_.reachable_time);
     return true;
+}
+
+void Neighbours::heard_again(Entry& e) {
+    if (e.origin == Origin::Learned) {
+        learned_.splice(learned_.end(), learned_, e.in_learned);
+    }
+}
+
+void Neighbours::mark_used(Entry& e, Clock::time_point now) {
+    e.last_used = now;
+    if (e.origin == Origin::Learned) {
+        learned_.erase(e.in_learned);
+        e.origin = Origin::Wanted;
+    }
+}
+
+bool Neighbours::may_answer(const wire::Gid& ip, Clock::time_point now) {
+    const auto it = table_.find(ip);
+    if (it == table_.end()) {
+        return true;  // not kept (the table is full of entries in use): nothing to limit by
+    }
+    Entry& e = it->second;
+    if (e.last_answered && now < *e.last_answered + config_.answer_interval) {
+        counters_.answers_limited += 1;
+        return false;
+    }
+    e.last_answered = now;
+    return true;
+}
+
+bool Neighbours::make_room(Clock::time_point now) {
+    if (!learned_.empty()) {
+        forget(table_.find(learned_.front()));
+        counters_.evicted += 1;
+        return true;
+    }
+    // Linux's forced GC in small: the least recently used entry nobody
+    // holds. One pass over the table, only when it is full.
+    auto victim = table_.end();
+    for (auto it = table_.begin(); it != table_.end(); ++it) {
+        const Entry& e = it->second;
+        const bool idle = e.state != State::Incomplete && e.queue.empty() && now >= e.last_used + config_.idle_time;
+        if (idle && (victim == table_.end() || e.last_used < victim->second.last_used)) {
+            victim = it;
+        }
+    }
+    if (victim == table_.end()) {
+        return false;
+    }
+    forget(victim);
+    counters_.evicted += 1;
+    return true;
+}
+
+Neighbours::Table::iterator Neighbours::forget(Table::iterator it) {
+    if (it->second.origin == Origin::Learned) {
+        learned_.erase(it->second.in_learned);
+    }
+    return table_.erase(it);
 }
 
 // ---- sending ---------------------------------------------------------------
@@ -311,17 +390,19 @@ void Neighbours::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Cl
     auto it = table_.find(dst);
     if (it != table_.end() && it->second.state != State::Incomplete) {
         it->second.used_since_confirmed = true;
+        mark_used(it->second, now);
         send_frame(frame, it->second.mac);
         return;
     }
     if (it == table_.end()) {
         const auto source = source_for(frame, dst);
-        if (table_.size() >= config_.max_entries || !source) {
+        if (!source || (table_.size() >= config_.max_entries && !make_room(now))) {
             counters_.no_entry_dropped += 1;
             return;
         }
         it = table_.emplace(dst, Entry{}).first;
         it->second.source = *source;
+        it->second.last_used = now;
         send_request(dst, it->second, now);
     }
     Entry& e = it->second;
@@ -379,7 +460,7 @@ void Neighbours::poll(Clock::time_point now) {
     Clock::time_point next = Clock::time_point::max();
     for (auto it = table_.begin(); it != table_.end();) {
         Entry& e = it->second;
-        bool forget = false;
+        bool drop = false;
         if (e.state == State::Reachable) {
             const Clock::time_point expiry = e.confirmed + config_.reachable_time;
             if (now < expiry) {
@@ -390,19 +471,19 @@ void Neighbours::poll(Clock::time_point now) {
                 send_request(it->first, e, now);
                 next = std::min(next, e.next_request);
             } else {
-                forget = true;  // unused: resolve afresh if it is ever needed
+                drop = true;  // unused: resolve afresh if it is ever needed
             }
         } else if (now < e.next_request) {
             next = std::min(next, e.next_request);
         } else if (e.requests_sent >= config_.max_requests) {
             counters_.unresolved_dropped += e.queue.size();
             counters_.resolution_failures += 1;
-            forget = true;
+            drop = true;
         } else {
             send_request(it->first, e, now);
             next = std::min(next, e.next_request);
         }
-        it = forget ? table_.erase(it) : std::next(it);
+        it = drop ? forget(it) : std::next(it);
     }
     next_deadline_ = next;
 }

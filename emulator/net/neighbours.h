@@ -21,6 +21,27 @@
 // MAC learned from a request counts as confirmed (RFC 4861 would call it
 // STALE and probe soon; on a LAN the sender has just shown it is there).
 //
+// Flood resistance. Anyone on the link can send requests aimed at us from as
+// many made-up sources as they like, so what a request teaches is kept apart
+// from what we need:
+//   Wanted   an entry we created to send (send_ip), or a learned one we have
+//            since sent to. Only these hold a QP's peer.
+//   Learned  created from a request or reply aimed at us and not sent to
+//            yet: a guess that the sender will soon talk RoCE to us, saving
+//            one round trip. At most max_learned of them; a new one pushes
+//            out the one heard from longest ago.
+// So a flood only churns the learned pool; it never takes a Wanted entry's
+// place. When the whole table is full and a new peer must be resolved, the
+// least recently used entry no QP is using goes: a Learned one first, else a
+// Wanted one not sent to for idle_time and not being resolved. A peer sent to
+// within idle_time is never evicted. Each source gets at most one answer per
+// answer_interval (its entry remembers when), so re-sending one request fast
+// gets one reply, not one per copy.
+// This is Linux's scheme in small: it too creates entries only for requests
+// aimed at it (arp_process), bounds the table (gc_thresh3) and, when full,
+// evicts only entries nobody holds (neigh_forced_gc: refcnt 1, not
+// permanent), and bounds the frames waiting per peer (unres_qlen).
+//
 // Only untagged ARP/ND frames are handled. Neighbours only ever calls
 // port.send(); the caller flushes the port as it does after every poll.
 // Not thread-safe: the engine's thread owns it.
@@ -29,6 +50,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <list>
 #include <optional>
 #include <span>
 #include <unordered_map>
@@ -53,6 +75,16 @@ struct NeighbourConfig {
     Clock::duration reachable_time = std::chrono::seconds(60);
     std::size_t queue_frames = 64;  // per peer being resolved
     std::size_t max_entries = 4096;
+    // Entries learned from requests and not sent to yet (see above); a
+    // quarter of Linux's default gc_thresh1 (128) would do for one LAN, but a
+    // server may hear from many clients before they connect.
+    std::size_t max_learned = 256;
+    // A Wanted entry sent to within this long is in use and never evicted
+    // (Linux keeps entries for gc_stale_time, 60 s, after last use).
+    Clock::duration idle_time = std::chrono::seconds(60);
+    // One answer per source per interval; a real peer repeats a request
+    // every retry_interval (200 ms here, 1 s in Linux) at most.
+    Clock::duration answer_interval = std::chrono::milliseconds(100);
 };
 
 struct NeighbourCounters {
@@ -70,6 +102,8 @@ struct NeighbourCounters {
     std::uint64_t unresolved_dropped = 0;   // queued frames of peers that never answered
     std::uint64_t resolution_failures = 0;  // peers given up on (Incomplete or Probing)
     std::uint64_t no_entry_dropped = 0;     // frames dropped: table full or no source address
+    std::uint64_t evicted = 0;              // entries pushed out for newer ones (learned pool or full table)
+    std::uint64_t answers_limited = 0;      // requests not answered: their source was answered just before
     std::uint64_t entries = 0;              // entries in the table now
 };
 
@@ -106,9 +140,14 @@ public:
 
 private:
     enum class State { Incomplete, Reachable, Probing };
+    enum class Origin { Wanted, Learned };  // see the header comment
 
     struct Entry {
         State state = State::Incomplete;
+        Origin origin = Origin::Wanted;
+        Clock::time_point last_used{};      // last send_ip to it (Wanted) or creation
+        std::optional<Clock::time_point> last_answered;
+        std::list<wire::Gid>::iterator in_learned;  // its place in learned_ (Learned only)
         wire::MacAddr mac{};
         Clock::time_point confirmed{};
         bool used_since_confirmed = false;
@@ -121,13 +160,26 @@ private:
     struct GidHash {
         std::size_t operator()(const wire::Gid& g) const noexcept;
     };
+    using Table = std::unordered_map<wire::Gid, Entry, GidHash>;
 
     void handle_arp(const ArpMessage& m, Clock::time_point now);
     void handle_nd(const NdMessage& m, Clock::time_point now);
     // Records `mac` for `ip` as confirmed now and sends what was queued.
     void confirm(Entry& e, const wire::MacAddr& mac, Clock::time_point now);
-    // A new entry for a peer that spoke to us first; false when the table is full.
+    // A new Learned entry for a peer that spoke to us first; false when the
+    // table is full of entries in use.
     bool learn(const wire::Gid& ip, const wire::MacAddr& mac, Clock::time_point now);
+    // The sender of a request or reply aimed at us was heard again.
+    void heard_again(Entry& e);
+    // The entry is sent to: it is Wanted from now on.
+    void mark_used(Entry& e, Clock::time_point now);
+    // True when `ip`'s entry may answer now (and notes that it does).
+    bool may_answer(const wire::Gid& ip, Clock::time_point now);
+    // Makes room for one entry when the table is full; false when every
+    // entry is in use.
+    bool make_room(Clock::time_point now);
+    // Removes an entry (from learned_ too); the next one.
+    Table::iterator forget(Table::iterator it);
     void send_request(const wire::Gid& ip, Entry& e, Clock::time_point now);
     void send_frame(std::span<std::uint8_t> frame, const wire::MacAddr& dst);
     [[nodiscard]] bool addressed_to_us(const wire::MacAddr& eth_dst) const;
@@ -139,7 +191,8 @@ private:
     wire::MacAddr our_mac_;
     std::vector<wire::Gid> our_addresses_;
     NeighbourConfig config_;
-    std::unordered_map<wire::Gid, Entry, GidHash> table_;
+    Table table_;
+    std::list<wire::Gid> learned_;  // the Learned entries, heard from longest ago first
     Clock::time_point next_deadline_ = Clock::time_point::max();
     NeighbourCounters counters_;
 };

@@ -83,6 +83,8 @@ constexpr Field<uroce_stats_neighbours> kNeighbours[] = {
     {"resolution_failures", &uroce_stats_neighbours::resolution_failures},
     {"no_entry_dropped", &uroce_stats_neighbours::no_entry_dropped},
     {"entries", &uroce_stats_neighbours::entries},
+    {"evicted", &uroce_stats_neighbours::evicted},
+    {"answers_limited", &uroce_stats_neighbours::answers_limited},
 };
 constexpr Field<uroce_stats_dma> kDma[] = {
     {"shared_ops", &uroce_stats_dma::shared_ops},

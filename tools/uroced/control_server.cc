@@ -359,17 +359,15 @@ void ControlServer::handle(int fd) {
     mh.msg_control = control;
     mh.msg_controllen = sizeof(control);
     const ssize_t n = ::recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    if (n == 0) {
-        drop(fd, "", false);
-        return;
-    }
     if (n < 0) {
         if (errno != EAGAIN && errno != EINTR) {
             drop(fd, fmt::format("receive failed: {}", std::strerror(errno)), false);
         }
         return;
     }
-    // Take every fd the client sent, so none leaks whatever happens next.
+    // Take every fd the client sent, so none leaks whatever happens next:
+    // an empty datagram (n == 0, read as the end of the connection) may carry
+    // fds too.
     std::vector<int> fds;
     for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -386,6 +384,11 @@ void ControlServer::handle(int fd) {
             ::close(f);
         }
     };
+    if (n == 0) {
+        close_fds();
+        drop(fd, "", false);
+        return;
+    }
     const bool hello = static_cast<std::size_t>(n) >= sizeof(uroce_ctrl_hdr) &&
                        read_as<uroce_ctrl_hdr>(msg).op == UROCE_CTRL_HELLO;
     const std::size_t max_fds = hello ? kMaxFdsHello : kMaxFdsOther;

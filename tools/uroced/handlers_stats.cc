@@ -54,6 +54,8 @@ uroce_stats_neighbours neighbour_stats(const net::NeighbourCounters& n) {
     s.resolution_failures = n.resolution_failures;
     s.no_entry_dropped = n.no_entry_dropped;
     s.entries = n.entries;
+    s.evicted = n.evicted;
+    s.answers_limited = n.answers_limited;
     return s;
 }
 

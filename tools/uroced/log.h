@@ -10,8 +10,19 @@
 
 namespace uroce::daemon {
 
+// True: nothing is written (the control-socket fuzz target runs the server
+// millions of times in one process). The daemon never sets it.
+inline bool& log_quiet() {
+    static bool quiet = false;
+    return quiet;
+}
+inline void set_log_quiet(bool quiet) { log_quiet() = quiet; }
+
 template <typename... Args>
 void log_line(const char* level, fmt::format_string<Args...> f, Args&&... args) {
+    if (log_quiet()) {
+        return;
+    }
     const auto now = std::chrono::system_clock::now();
     fmt::print(stderr, "{:%H:%M:%S} uroced {}: {}\n", fmt::localtime(std::chrono::system_clock::to_time_t(now)), level,
                fmt::format(f, std::forward<Args>(args)...));

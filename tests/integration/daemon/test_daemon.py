@@ -221,6 +221,21 @@ class HostileClientTests(unittest.TestCase):
         self.assertIsNone(self.d.proc.poll(), "uroced must still be running")
 
 
+    def test_fds_on_an_empty_message_are_closed(self):
+        # Found by fuzz_control: an empty datagram reads as the end of the
+        # connection, and the daemon used to keep the fds it carried.
+        fd_dir = f"/proc/{self.d.proc.pid}/fd"
+        before = len(os.listdir(fd_dir))
+        memfd = os.memfd_create("empty-message")
+        for _ in range(20):
+            self.send_and_expect_drop(b"", fds=[memfd])
+        os.close(memfd)
+        deadline = time.monotonic() + 30  # connections of earlier tests may still be closing
+        while len(os.listdir(fd_dir)) > before and time.monotonic() < deadline:
+            time.sleep(0.01)
+        self.assertLessEqual(len(os.listdir(fd_dir)), before, "the daemon kept fds of empty messages")
+
+
 class HostileSharedMemoryTests(unittest.TestCase):
     """Garbage written into shared memory the daemon reads (the relaxed-MR
     pool) while the daemon sweeps it on its timer: it keeps serving."""
@@ -244,6 +259,8 @@ class HostileSharedMemoryTests(unittest.TestCase):
         handle = struct.unpack_from("<I", body)[0]
         size = 64 + 64 * capacity
         mem = mmap.mmap(fds[0], size)
+        with self.assertRaises(PermissionError, msg="the pool is sealed at its size"):
+            os.ftruncate(fds[0], 0)  # would make the daemon's next sweep a SIGBUS
         os.close(fds[0])
         other = self.d.client()
         # Bounded: 2000 rounds of random bytes over the whole pool, the daemon

@@ -28,6 +28,24 @@ std::size_t open_fds() {
     return n;
 }
 
+TEST(RingMemory, TheClientCannotResizeIt) {
+    // A shrunk ring would turn the daemon's next read of it into SIGBUS
+    // (found by fuzz_control).
+    RingMemory m;
+    ASSERT_EQ(RingMemory::create("uroce-test", 8192, m), 0);
+    const int fd = m.dup_fd();
+    ASSERT_GE(fd, 0);
+    EXPECT_EQ(::ftruncate(fd, 0), -1);
+    EXPECT_EQ(errno, EPERM);
+    EXPECT_EQ(::ftruncate(fd, 1 << 20), -1);
+    EXPECT_EQ(::fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), -1) << "and the seals are final";
+    struct stat st {};
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 8192);
+    m.data()[8191] = 1;  // still there to touch
+    ::close(fd);
+}
+
 TEST(RingMemory, ZeroedSharedMemoryThatAnotherMappingSees) {
     RingMemory m;
     ASSERT_EQ(RingMemory::create("uroce-test", 8192, m), 0);

@@ -1,7 +1,9 @@
 // Neighbours: two tables on a wire pair resolve each other over ARP and ND,
 // frames queued meanwhile leave in order with the right MAC, requests for
-// other addresses are ignored, malformed frames change nothing, and the
-// timers (retries, give-up, expiry, probing) run on a clock the test moves.
+// other addresses are ignored, malformed frames change nothing, the timers
+// (retries, give-up, expiry, probing) run on a clock the test moves, and a
+// flood of spoofed requests and replies neither evicts nor blocks a peer in
+// use.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -251,8 +253,10 @@ TEST_F(NeighboursTest, MalformedFramesAreConsumedAndChangeNothing) {
             }
         }
     }
-    // The ARP frame is padded to 60 bytes: only prefixes of 42 or more are whole.
-    EXPECT_EQ(b_.counters().arp_replies_sent, 18u);
+    // The ARP frame is padded to 60 bytes: only prefixes of 42 or more are
+    // whole; one source gets one answer per answer_interval.
+    EXPECT_EQ(b_.counters().arp_replies_sent, 1u);
+    EXPECT_EQ(b_.counters().answers_limited, 17u);
     EXPECT_EQ(b_.counters().na_sent, 0u);
     EXPECT_EQ(b_.counters().malformed, expected_malformed - 18);
     EXPECT_FALSE(b_.lookup(kIp6A).has_value()) << "no truncated NS is whole";
@@ -436,6 +440,171 @@ TEST_F(NeighboursTest, NoAddressOfTheFamilyMeansNoResolution) {
     v4_only.send_ip(f, kIp6B, t0_);
     EXPECT_EQ(v4_only.counters().no_entry_dropped, 1u);
     EXPECT_EQ(v4_only.counters().ns_sent, 0u);
+}
+
+// ---- floods ------------------------------------------------------------------
+
+// Spoofed source number `i`: 10.1.x.y / 2001:db8:f::x:y behind 02:f0:00:00:x:y.
+wire::MacAddr spoofed_mac(unsigned i) {
+    return {0x02, 0xF0, 0, 0, static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i)};
+}
+wire::Gid spoofed_ip4(unsigned i) {
+    return wire::ipv4_mapped({10, 1, static_cast<std::uint8_t>(i >> 8), static_cast<std::uint8_t>(i)});
+}
+wire::Gid spoofed_ip6(unsigned i) {
+    wire::Gid ip = kIp6A;
+    ip[5] = 0x0F;
+    ip[14] = static_cast<std::uint8_t>(i >> 8);
+    ip[15] = static_cast<std::uint8_t>(i);
+    return ip;
+}
+
+// An ARP request or reply from spoofed source `i` aimed at `target`.
+Frame spoofed_arp(ArpOp op, unsigned i, const wire::Gid& target, const wire::MacAddr& target_mac) {
+    const ArpMessage m{
+        .eth_dst = op == ArpOp::Request ? kBroadcast : target_mac,
+        .eth_src = spoofed_mac(i),
+        .op = op,
+        .sender_mac = spoofed_mac(i),
+        .sender_ip = wire::ipv4_of(spoofed_ip4(i)),
+        .target_mac = op == ArpOp::Request ? wire::MacAddr{} : target_mac,
+        .target_ip = wire::ipv4_of(target),
+    };
+    Frame f(kArpFrameSize);
+    build_arp(f, m);
+    return f;
+}
+
+// An NS from spoofed source `i` for `target`, with its link-layer option.
+Frame spoofed_ns(unsigned i, const wire::Gid& target) {
+    const NdMessage m{
+        .type = NdType::NeighborSolicitation,
+        .eth_dst = ipv6_multicast_mac(solicited_node_multicast(target)),
+        .eth_src = spoofed_mac(i),
+        .ip_src = spoofed_ip6(i),
+        .ip_dst = solicited_node_multicast(target),
+        .target = target,
+        .link_addr = spoofed_mac(i),
+    };
+    Frame f(kNdFrameSize);
+    build_nd(f, m);
+    return f;
+}
+
+TEST_F(NeighboursTest, FloodOfSpoofedRequestsNeitherEvictsNorBlocksAPeerInUse) {
+    resolve(kIp4A, kIp4B, t0_);
+    resolve(kIp6A, kIp6B, t0_);
+    constexpr unsigned kSources = 8400;  // twice the table's 4096 entries
+    const NeighbourConfig config;
+    const std::uint64_t queued_before = a_.counters().frames_queued;
+    std::uint8_t seq = 0;
+    std::vector<int> sent;
+    Clock::time_point now = t0_;
+    // Twice over: re-sending the same flood must not fill the table either.
+    for (int round = 0; round < 2; ++round) {
+        for (unsigned i = 0; i < kSources; ++i) {
+            now += 100us;
+            ASSERT_TRUE(a_.handle_frame(spoofed_arp(ArpOp::Request, i, kIp4A, kMacA), now));
+            ASSERT_TRUE(a_.handle_frame(spoofed_arp(ArpOp::Reply, i + kSources, kIp4A, kMacA), now));
+            ASSERT_TRUE(a_.handle_frame(spoofed_ns(i, kIp6A), now));
+            if (i % 64 == 0) {  // the ping-pong keeps going through the flood
+                send_a(kIp4A, kIp4B, ++seq, now);
+                sent.push_back(seq);
+                send_a(kIp6A, kIp6B, ++seq, now);
+                sent.push_back(seq);
+                pump(now);  // B drops the replies to the spoofed MACs
+                ASSERT_EQ(a_.lookup(kIp4B), kMacB) << "source " << i;
+                ASSERT_EQ(a_.lookup(kIp6B), kMacB) << "source " << i;
+            }
+            ASSERT_LE(a_.counters().entries, 2 + config.max_learned);
+        }
+    }
+    EXPECT_EQ(seqs(got_b_), sent) << "every frame to the peer in use reached it, in order";
+    for (const Frame& f : got_b_) {
+        EXPECT_EQ(eth_dst(f), kMacB);
+    }
+    EXPECT_EQ(a_.counters().no_entry_dropped, 0u);
+    EXPECT_EQ(a_.counters().frames_queued, queued_before) << "the peers never needed resolving again";
+    EXPECT_GE(a_.counters().evicted, 3 * 2 * kSources - config.max_learned);
+    EXPECT_EQ(a_.counters().arp_replies_sent, 2 * kSources) << "each request answered once";
+    EXPECT_EQ(a_.counters().na_sent, 2 * kSources);
+
+    // A new peer is resolved in the middle of it all.
+    got_b_.clear();
+    send_a(kIp6A, kLinkLocalB, 1, now);
+    ASSERT_TRUE(a_.handle_frame(spoofed_ns(1, kIp6A), now));
+    pump(now);
+    EXPECT_EQ(seqs(got_b_), std::vector<int>{1});
+    EXPECT_EQ(a_.lookup(kLinkLocalB), kMacB);
+}
+
+TEST_F(NeighboursTest, RepeatedRequestsFromOneSourceGetOneAnswerPerInterval) {
+    const NeighbourConfig config;
+    for (int copy = 0; copy < 10; ++copy) {
+        ASSERT_TRUE(a_.handle_frame(spoofed_arp(ArpOp::Request, 7, kIp4A, kMacA), t0_));
+        ASSERT_TRUE(a_.handle_frame(spoofed_ns(7, kIp6A), t0_));
+    }
+    EXPECT_EQ(sent_by(*wire_.a, *wire_.b).size(), 2u);
+    EXPECT_EQ(a_.counters().answers_limited, 18u);
+    ASSERT_TRUE(a_.handle_frame(spoofed_arp(ArpOp::Request, 7, kIp4A, kMacA), t0_ + config.answer_interval));
+    EXPECT_EQ(a_.counters().arp_replies_sent, 2u);
+}
+
+TEST(NeighboursFullTable, EvictsTheLeastRecentlyUsedIdleEntryOnly) {
+    auto pair = make_wire_pair(LoopbackConfig{.mac = kMacA}, LoopbackConfig{.mac = kMacB});
+    const NeighbourConfig config{.max_entries = 3, .max_learned = 1};
+    Neighbours a(*pair.a, kMacA, {kIp4A}, config);
+    const Clock::time_point t0 = Clock::time_point{} + 1h;
+    // Three peers answer A's requests: 10.0.0.2 (.b), .3 and .4.
+    auto answer = [&](const wire::Gid& peer, Clock::time_point now) {
+        pair.a->flush();
+        RxFrame rx[16];
+        while (const std::size_t n = pair.b->receive(rx)) {
+            pair.b->release(std::span(rx, n));
+        }
+        const ArpMessage reply{
+            .eth_dst = kMacA,
+            .eth_src = kMacB,
+            .op = ArpOp::Reply,
+            .sender_mac = kMacB,
+            .sender_ip = wire::ipv4_of(peer),
+            .target_mac = kMacA,
+            .target_ip = wire::ipv4_of(kIp4A),
+        };
+        Frame f(kArpFrameSize);
+        build_arp(f, reply);
+        ASSERT_TRUE(a.handle_frame(f, now));
+    };
+    auto send = [&](const wire::Gid& peer, Clock::time_point now) {
+        Frame f = ip_frame(kIp4A, peer, 1);
+        a.send_ip(f, peer, now);
+    };
+    const wire::Gid peer3 = wire::ipv4_mapped({10, 0, 0, 3});
+    const wire::Gid peer4 = wire::ipv4_mapped({10, 0, 0, 4});
+    send(kIp4B, t0);
+    answer(kIp4B, t0);
+    ASSERT_TRUE(a.handle_frame(spoofed_arp(ArpOp::Request, 1, kIp4A, kMacA), t0));
+    send(peer3, t0 + 1s);
+    answer(peer3, t0 + 1s);
+    ASSERT_EQ(a.counters().entries, 3u);
+    // Full: a learned guess goes first, then the idle peer.
+    send(peer4, t0 + 2s);
+    EXPECT_EQ(a.counters().evicted, 1u);
+    EXPECT_FALSE(a.lookup(spoofed_ip4(1)).has_value());
+    answer(peer4, t0 + 2s);
+    // Every entry in use: nothing goes, the newcomer waits.
+    const wire::Gid peer5 = wire::ipv4_mapped({10, 0, 0, 5});
+    send(peer5, t0 + 3s);
+    EXPECT_EQ(a.counters().no_entry_dropped, 1u);
+    EXPECT_TRUE(a.lookup(kIp4B).has_value());
+    // 10.0.0.3 stays busy; 10.0.0.2 idles past idle_time and makes room.
+    send(peer3, t0 + 50s);
+    send(peer4, t0 + 50s);
+    send(peer5, t0 + 1s + config.idle_time);
+    EXPECT_EQ(a.counters().evicted, 2u);
+    EXPECT_FALSE(a.lookup(kIp4B).has_value());
+    EXPECT_TRUE(a.lookup(peer3).has_value());
+    EXPECT_TRUE(a.lookup(peer4).has_value());
 }
 
 TEST(NeighboursLoopback, PortWithoutWireSendsEverythingToOurOwnMac) {
