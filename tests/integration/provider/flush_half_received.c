@@ -198,6 +198,8 @@ int main(void) {
     check(seen[0] == 1, "the half-received receive completes exactly once, flushed");
     check(seen[1] == 1, "the untouched receive completes exactly once, flushed");
     check(ibv_poll_cq(b_cq, 1, &wc) == 0 && ibv_poll_cq(a_cq, 1, &wc) == 0, "nothing more completes");
+    /* Joins the provider's watcher thread (a hang here times the test out). */
+    check_ret(ibv_close_device(ctx), 0, "ibv_close_device");
     ibv_free_device_list(list);
     printf("%d failure(s)\n", check_failures);
     return check_failures;
