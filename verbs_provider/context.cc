@@ -102,6 +102,7 @@ int fetch_doorbell(DaemonLink& link, int& doorbell_fd) {
 }
 
 void release(Context* ctx) {
+    delete ctx->watcher;  // joins its thread, which uses the link
     if (ctx->doorbell_fd >= 0) {
         ::close(ctx->doorbell_fd);
     }
@@ -125,8 +126,9 @@ void release(Context* ctx) {
     ctx->doorbell_fd = -1;
     ctx->link = new (std::nothrow) DaemonLink;
     ctx->loss = new (std::nothrow) DeviceLoss;
+    ctx->watcher = new (std::nothrow) LossWatcher;
     char path[4096];
-    int err = ctx->link == nullptr || ctx->loss == nullptr ? ENOMEM : 0;
+    int err = ctx->link == nullptr || ctx->loss == nullptr || ctx->watcher == nullptr ? ENOMEM : 0;
     if (err == 0 && !replace_cmd_fd(ctx->vctx.context)) {
         err = errno;
     }

@@ -3,6 +3,7 @@
 // (closed socket) or stopped answering (no reply within kReplyTimeoutMs)
 // turns every later request into EIO at once: verbs fail, never hang. An
 // empty CQ asks hung_up() now and then (device_loss.cc).
+#include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -96,6 +97,15 @@ bool DaemonLink::hung_up() {
         state_.store(State::Gone, std::memory_order_release);
     }
     return gone();
+}
+
+int DaemonLink::dup_socket() {
+    std::lock_guard lock(mutex_);
+    if (!client_.connected()) {
+        errno = EIO;
+        return -1;
+    }
+    return ::fcntl(client_.fd(), F_DUPFD_CLOEXEC, 0);
 }
 
 }  // namespace uroce::provider

@@ -1,7 +1,8 @@
 // The uroce provider plugin's own structures, shared by its source files.
 // One concern per file: provider_main.cc registers the driver and makes
 // devices, context.cc opens and closes contexts (the connection to uroced),
-// daemon_link.cc carries requests to uroced, attributes.cc answers the device
+// daemon_link.cc carries requests to uroced, device_loss.cc and
+// loss_watcher.cc handle its going away, attributes.cc answers the device
 // and port queries, verbs_pd.cc, verbs_mr.cc, verbs_mw.cc, verbs_cq.cc,
 // verbs_qp.cc, verbs_srq.cc, verbs_ah.cc the object verbs, relaxed_mr.cc the
 // uroce_dv.h extension.
@@ -13,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "abi/control.h"
@@ -71,6 +73,11 @@ public:
     // socket; skipped while a request is under way, which finds out itself).
     // Returns gone().
     bool hung_up();
+    // The daemon hung up (LossWatcher saw it): every request fails from now.
+    void mark_gone() { state_.store(State::Gone, std::memory_order_release); }
+    // A close-on-exec copy of the control socket, or -1 (errno set; EIO
+    // when the connection is already closed).
+    int dup_socket();
 
 private:
     enum class State : std::uint8_t { Connected, Gone };
@@ -106,6 +113,42 @@ private:
     std::atomic<std::int64_t> next_check_ns_{0};
 };
 
+struct Cq;
+
+// Wakes threads blocked in ibv_get_cq_event when the daemon dies
+// (loss_watcher.cc): one thread per context, started with the first CQ that
+// has a completion channel, sleeping in poll(2) on the control socket; on a
+// hang-up it marks the link gone and writes one event on the channel of
+// every such CQ. Stopped and joined when the context closes.
+class LossWatcher {
+public:
+    LossWatcher() = default;
+    LossWatcher(const LossWatcher&) = delete;
+    LossWatcher& operator=(const LossWatcher&) = delete;
+    ~LossWatcher();
+
+    // A CQ with a channel, from creation until destruction. watch starts
+    // the thread the first time; 0 or an errno.
+    int watch(DaemonLink& link, Cq* cq);
+    void unwatch(Cq* cq);
+    // Ends the thread (ibv_close_device); it runs no more after this.
+    void stop();
+
+private:
+    enum class State : std::uint8_t { Idle, Running, Stopped };
+
+    int start(DaemonLink& link);
+    void run(DaemonLink& link);
+    void close_fds();
+
+    std::mutex mutex_;
+    State state_ = State::Idle;
+    std::vector<Cq*> cqs_;
+    std::thread thread_;
+    int socket_fd_ = -1;  // our copy of the control socket
+    int stop_fd_ = -1;    // eventfd: stop() wakes the thread
+};
+
 // A CQ's flushed completions, handed out after the real ones.
 class FlushedCompletions {
 public:
@@ -133,6 +176,7 @@ struct Context {
     ::verbs_context vctx;
     DaemonLink* link;        // owned
     DeviceLoss* loss;        // owned
+    LossWatcher* watcher;    // owned
     RelaxedPools* relaxed;   // owned, created on first use
     int doorbell_fd;         // owned: the daemon's doorbell eventfd (abi/rings.h)
 };
@@ -143,6 +187,7 @@ inline Context* to_context(ibv_context* ctx) {
 }
 inline DaemonLink& link_of(ibv_context* ctx) { return *to_context(ctx)->link; }
 inline DeviceLoss& loss_of(ibv_context* ctx) { return *to_context(ctx)->loss; }
+inline LossWatcher& watcher_of(ibv_context* ctx) { return *to_context(ctx)->watcher; }
 inline int doorbell_of(ibv_context* ctx) { return to_context(ctx)->doorbell_fd; }
 
 // Objects: the ibv_* structure first, so libibverbs' pointers convert back.

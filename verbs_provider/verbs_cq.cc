@@ -106,6 +106,17 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
     }
     cq->ring_bytes = reply.ring_bytes;
     cq->channel_notify_fd = notify_fd;
+    if (channel != nullptr) {
+        // Who wakes a blocked ibv_get_cq_event should the daemon die.
+        err = watcher_of(ctx).watch(link_of(ctx), cq);
+        if (err != 0) {
+            ::munmap(cq->ring, reply.ring_bytes);
+            link_of(ctx).call_handle(UROCE_CTRL_DESTROY_CQ, reply.handle);
+            delete cq;
+            errno = err;
+            return nullptr;
+        }
+    }
     // libibverbs' ibv_create_cq fills context, channel, cq_context, the
     // mutex and cond (verbs_init_cq) after we return.
     ibv_cq& c = cq->vcq.cq;
@@ -121,6 +132,7 @@ int destroy_cq(ibv_cq* ibcq) {
     if (const int err = link_of(ibcq->context).call_handle(UROCE_CTRL_DESTROY_CQ, ibcq->handle); err != 0) {
         return err;
     }
+    watcher_of(ibcq->context).unwatch(cq);
     ::munmap(cq->ring, cq->ring_bytes);
     delete cq;
     return 0;

@@ -14,8 +14,10 @@
  * acquire order, copies the WQE out of shared memory before looking at it
  * (the client may scribble on it at any time), validates the copy, and only
  * then acts. `consumer` counts WQEs the daemon has retired (completed, with or
- * without a CQE): slots below it are free again, so at most `entries` WQEs are
- * outstanding, as ibv_post_send(3) promises with ENOMEM.
+ * without a CQE), just before its CQE: slots below it are free again, so at
+ * most `entries` WQEs are outstanding, as ibv_post_send(3) promises with
+ * ENOMEM. A receive WQE being filled is not retired yet; an SRQ's consumer
+ * moves when a QP takes the WQE (SRQ WQEs complete out of order).
  *
  * Doorbell: when the daemon has been idle it stops polling; before sleeping
  * it sets `doorbell_armed` (seq_cst) in every work ring and checks the rings

@@ -28,6 +28,19 @@ bool same_gid(const std::array<std::uint8_t, 16>& a, const wire::Gid& b) {
     return std::equal(a.begin(), a.end(), b.begin());
 }
 
+// A receive WQE of the QP's own RQ is retired (the ring's consumer passes
+// it) when it completes, just before its CQE, not when it is taken: a WQE
+// the daemon is still filling (a multi-packet SEND half received) then
+// stays between consumer and producer, and the provider flushes it should
+// the daemon die (docs/provider.md). RQ WQEs complete in the order they are
+// taken, so the count taken is the count retired at each completion. An
+// SRQ's consumer moves at take: its WQEs complete out of order across QPs.
+void retire_own_recv(QueuePair& qp) {
+    if (qp.srq == 0 && qp.rq.valid()) {
+        qp.rq.publish_consumer(qp.rq_consumed);
+    }
+}
+
 }  // namespace
 
 void Engine::receive(const wire::Packet& p, Clock::time_point now) {
@@ -175,7 +188,9 @@ bool Engine::take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now) {
     }
     const WqeProblem problem = fetch_recv_wqe(*ring, *consumed, *scratch, out);
     ++*consumed;
-    ring->publish_consumer(*consumed);
+    if (srq != nullptr) {
+        ring->publish_consumer(*consumed);  // the QP's own RQ: retire_own_recv at completion
+    }
     if (srq != nullptr && srq->limit != 0 && produced - *consumed < srq->limit) {
         // IBV_EVENT_SRQ_LIMIT_REACHED, once per arming (ibv_modify_srq(3)).
         srq->limit = 0;
@@ -190,6 +205,7 @@ bool Engine::take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now) {
         cqe.status = static_cast<std::uint32_t>(WcStatus::LocQpOpErr);
         cqe.opcode = static_cast<std::uint32_t>(WcOpcode::Recv);
         cqe.qp_num = qp.qpn;
+        retire_own_recv(qp);
         complete(qp.recv_cq, cqe, false);
         move_to_error(qp, now);
         return false;
@@ -225,6 +241,7 @@ void Engine::finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Pack
     cqe.pkey_index = 0;
     qp.recv_taken = false;
     qp.in_send = false;
+    retire_own_recv(qp);
     complete(qp.recv_cq, cqe, p.bth().solicited());
 }
 
@@ -657,6 +674,7 @@ void Engine::flush_receive_queue(QueuePair& qp) {
     };
     if (qp.recv_taken) {
         qp.recv_taken = false;
+        retire_own_recv(qp);
         flush(qp.recv.wr_id);
     }
     if (qp.srq != 0 || !qp.rq.valid()) {

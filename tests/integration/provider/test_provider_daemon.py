@@ -244,6 +244,31 @@ class WithDaemon(unittest.TestCase):
     def test_flush_on_loss_sigkill(self):
         self.flush_on_loss(signal.SIGKILL)
 
+    def flush_half_received(self, sig):
+        """A receive half filled, a thread blocked in ibv_get_cq_event."""
+        p = subprocess.Popen(self.d.exec_argv(os.path.join(BIN, "flush_half_received")), stdout=subprocess.PIPE,
+                             text=True)
+        try:
+            first = ""
+            while "ready" not in first and p.poll() is None:
+                first += p.stdout.readline()
+            self.assertIn("ready", first)
+            self.d.proc.send_signal(sig)
+            out, _ = p.communicate(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        print(first + out, file=sys.stderr)
+        self.assertEqual(p.returncode, 0, first + out)
+        self.assertIn("0 failure(s)", out)
+
+    def test_flush_half_received_sigterm(self):
+        self.flush_half_received(signal.SIGTERM)
+
+    def test_flush_half_received_sigkill(self):
+        self.flush_half_received(signal.SIGKILL)
+
     def run_pair(self, argv, server_marker):
         """Server and client of a two-sided tool; both are killed (by PID)
         after a bounded time: the data path does not exist yet."""
@@ -364,6 +389,15 @@ class ProgramsWhenTheDaemonGoes(unittest.TestCase):
         # on every channel, after hanging up.
         self.daemon_goes_under(["ibv_rc_pingpong", "-d", "uroce0", "-g", "2", "-e", "-n", "100000000"],
                                signal.SIGTERM)
+
+    def test_rc_pingpong_with_events_sigkill(self):
+        # Nobody but the provider's watcher thread writes the event.
+        self.daemon_goes_under(["ibv_rc_pingpong", "-d", "uroce0", "-g", "2", "-e", "-n", "100000000"],
+                               signal.SIGKILL)
+
+    def test_ib_send_bw_with_events_sigkill(self):
+        # perftest sleeps on events in its SEND test (ib_write_bw has no -e).
+        self.daemon_goes_under(["ib_send_bw", "-d", "uroce0", "-x", "2", "-e", "-n", "100000000"], signal.SIGKILL)
 
     def test_ib_write_bw_sigkill(self):
         self.daemon_goes_under(["ib_write_bw", "-d", "uroce0", "-x", "2", "-n", "100000000"], signal.SIGKILL)
@@ -543,7 +577,7 @@ def main():
     if os.geteuid() != 0 and not os.path.lexists(NODE):
         print(f"SKIP: not root and {NODE} does not exist (see docs/daemon.md for the recipe)")
         return SKIP
-    for tool in ("ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ib_write_bw", "stdbuf"):
+    for tool in ("ibv_devices", "ibv_devinfo", "ibv_rc_pingpong", "ib_write_bw", "ib_send_bw", "stdbuf"):
         if shutil.which(tool) is None:
             print(f"SKIP: {tool} not installed (ibverbs-utils, perftest)")
             return SKIP

@@ -334,5 +334,40 @@ TEST_F(Rc, ErrorStateFlushesPostedReceives) {
     EXPECT_EQ(b[1].wr_id, 2u);
 }
 
+// A receive WQE the responder is still filling stays between the RQ ring's
+// consumer and producer until its message completes, so that a provider
+// whose daemon dies mid-message flushes it (docs/provider.md); its slot is
+// free before its CQE shows.
+TEST_F(Rc, ReceiveInProgressIsRetiredWhenItCompletes) {
+    std::vector<std::uint8_t> src(3 * kMtu), dst(3 * kMtu, 0);
+    fill_pattern(src, 5);
+    const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
+    const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);
+    const uroce_sge r = sge_of(dst.data(), static_cast<std::uint32_t>(dst.size()), dmr.lkey);
+    qb_.post_recv(5, std::span(&r, 1));
+    // Only the first frame on the wire (A's SEND FIRST) gets through.
+    int frames = 0;
+    wire_.filter = [&](std::span<const std::uint8_t>) { return ++frames == 1 ? 1 : 0; };
+    const uroce_sge s = sge_of(src.data(), static_cast<std::uint32_t>(src.size()), smr.lkey);
+    qa_.post_send(send_wqe(WrOpcode::Send, 1, 1), std::span(&s, 1));
+    ASSERT_TRUE(run_until([&] { return b_.engine().find_qp(0x22)->recv_taken; }));
+    EXPECT_EQ(b_.engine().find_qp(0x22)->rq_consumed, 1u);
+    EXPECT_EQ(std::atomic_ref<std::uint32_t>(qb_.rq()->consumer).load(), 0u);
+
+    wire_.filter = nullptr;  // the requester retransmits the rest
+    std::vector<uroce_cqe> b;
+    ASSERT_TRUE(run_until([&] {
+        const std::uint32_t consumer = std::atomic_ref<std::uint32_t>(qb_.rq()->consumer).load();
+        for (auto& e : qb_.poll()) {
+            EXPECT_EQ(consumer, 1u) << "the slot is free before its CQE shows";
+            b.push_back(e);
+        }
+        return !b.empty();
+    }));
+    EXPECT_EQ(b[0].wr_id, 5u);
+    EXPECT_EQ(b[0].status, 0u);
+    EXPECT_EQ(src, dst);
+}
+
 }  // namespace
 }  // namespace uroce::engine::test
