@@ -50,12 +50,14 @@ void Engine::acknowledge_through(QueuePair& qp, wire::Psn psn, Clock::time_point
             // the response was lost (IBA 9.7.5.1.4 implied NAK): ask again,
             // and count as acknowledged only what did arrive.
             psn = w.first_psn + w.received - 1;
+            qp.window.on_loss(w.first_psn + w.received, qp.sent_high);
             rewind_to(qp, w.first_psn + w.received);
             break;
         }
         w.done = true;
     }
     if (psn >= qp.unacked) {
+        qp.window.on_ack(static_cast<std::uint32_t>(distance(psn + 1, qp.unacked)));
         qp.unacked = psn + 1;
         qp.retry_left = qp.attr.retry_cnt;  // progress: the retry budget starts again
         qp.rnr_retry_left = qp.attr.rnr_retry;
@@ -112,8 +114,10 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 const auto code = static_cast<wire::NakCode>(wire::syndrome_value(syndrome));
                 acknowledge_through(qp, psn - 1, now);
                 if (code == wire::NakCode::PsnSequenceError) {
-                    // Go back N: everything before psn arrived; send again from psn.
+                    // Go back N: everything before psn arrived; send again
+                    // from psn, with the window halved (a loss).
                     ++counters_.seq_naks_received;
+                    qp.window.on_loss(psn, qp.sent_high);
                     rewind_to(qp, psn);
                     return;
                 }
@@ -191,6 +195,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 // per gap: later packets of the same gap are dropped here).
                 if (qp.sending != i) {
                     ++counters_.seq_naks_received;
+                    qp.window.on_loss(expected, qp.sent_high);
                     rewind_to(qp, expected);
                 }
             } else {
@@ -222,7 +227,9 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
             }
             acknowledge_through(qp, psn, now);
         } else if (psn >= qp.unacked) {
+            qp.window.on_ack(static_cast<std::uint32_t>(distance(psn + 1, qp.unacked)));
             qp.unacked = psn + 1;
+            qp.retry_left = qp.attr.retry_cnt;
             qp.restart_retransmit_timer(now);
         }
         return;

@@ -181,7 +181,14 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     f.bth.solicited = last && (w.flags & SendFlag::kSolicited) != 0 &&
                       (info.operation == wire::Operation::Send || info.has_immediate);
     if (qp.type == qp::QpType::Rc) {
-        f.bth.ack_req = last || (index + 1) % config_.ack_request_every == 0;
+        // Ask for an ACK on every last packet, every ack_request_every
+        // packets (or every half window, when the window is smaller), and on
+        // the packet that fills the window: the ACK is what opens it again.
+        const std::uint32_t window = qp.window.packets();
+        const std::uint32_t every = std::max<std::uint32_t>(std::min(config_.ack_request_every, window / 2), 1);
+        const bool fills_window =
+            distance(f.bth.psn, qp.unacked) + 1 >= static_cast<std::int32_t>(window);
+        f.bth.ack_req = last || (index + 1) % every == 0 || fills_window;
     }
     if (info.has(wire::Ext::Deth)) {
         // IBA 10.2.4: a Q_Key with the high bit set means "use the QP's own".
@@ -225,10 +232,23 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
         }
     }
     send_frame(qp, f, payload, now);
+    note_sent(qp, w, f.bth.psn);
     if (qp.type == qp::QpType::Rc && !qp.retransmit_at) {
         qp.restart_retransmit_timer(now);
     }
     return true;
+}
+
+bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
+    const wire::Psn psn = w.first_psn + qp.sent_packets;
+    const std::int32_t in_flight = distance(psn, qp.unacked);
+    if (in_flight <= 0) {
+        return true;  // nothing unacknowledged: one packet (or one READ) always goes
+    }
+    // A READ request occupies the PSNs of all its responses still to come:
+    // they are what the window holds back.
+    const std::uint32_t span = w.opcode == WrOpcode::RdmaRead ? w.packets - qp.sent_packets : 1;
+    return static_cast<std::uint32_t>(in_flight) + span <= qp.window.packets();
 }
 
 bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
@@ -253,7 +273,7 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
         return worked;
     }
     std::uint32_t budget = config_.packets_per_poll;
-    while (budget > 0 && qp.sending != qp.fetched && qp.attr.state != qp::QpState::Err) {
+    while (budget > 0 && qp.sending != qp.fetched && qp.attr.state != qp::QpState::Err && !tx_blocked()) {
         SendWqe& w = qp.wqe(qp.sending);
         if (!w.started) {
             if (qp.attr.state == qp::QpState::Sqd) {
@@ -269,8 +289,7 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
             worked = true;
             continue;
         }
-        if (qp.type == qp::QpType::Rc &&
-            distance(w.first_psn + qp.sent_packets, qp.unacked) >= static_cast<std::int32_t>(config_.send_window)) {
+        if (qp.type == qp::QpType::Rc && !window_allows(qp, w)) {
             break;  // window full: wait for ACKs
         }
         if (!send_packet(qp, w, now)) {
@@ -361,16 +380,28 @@ void Engine::requester_timers(QueuePair& qp, Clock::time_point now) {
         return;
     }
     ++counters_.timeouts;
-    // rdma_rxe treats retry_cnt 7 as "retry forever" (roce-wire.md); so do we.
-    if (qp.retry_left == 0 && qp.attr.retry_cnt != 7) {
+    // IBA 9.7.6.1.3: retry_cnt retries (7 included: only rnr_retry 7 means
+    // forever; rdma_rxe retries forever at 7 as well, see docs/congestion.md),
+    // then RETRY_EXC_ERR. The timer does not back off: the time to the
+    // error stays (retry_cnt + 1) local ACK timeouts after the last
+    // progress. What backs off is the volume: the window drops to one packet.
+    if (qp.retry_left == 0) {
         complete_wqe_error(qp, *oldest, WcStatus::RetryExcErr, now);
         return;
     }
-    if (qp.attr.retry_cnt != 7) {
-        --qp.retry_left;
-    }
+    --qp.retry_left;
+    qp.window.on_timeout(qp.sent_high);
     rewind_to(qp, qp.unacked);
     qp.restart_retransmit_timer(now);
+}
+
+void Engine::note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn) {
+    if (psn < qp.sent_high) {
+        ++counters_.retransmitted_packets;
+        return;
+    }
+    // A READ request stands for the PSNs of all its responses.
+    qp.sent_high = (w.opcode == WrOpcode::RdmaRead ? w.last_psn() : psn) + 1;
 }
 
 void Engine::flush_send_queue(QueuePair& qp) {

@@ -78,7 +78,8 @@ bool Datapath::poll(engine::Clock::time_point now) {
     worked |= engine_->poll(now);
     neighbours_.poll(now);
     port_.flush();
-    return worked;
+    // Frames the port still holds (a short transmit burst) keep the loop busy.
+    return worked || port_.tx_pending();
 }
 
 std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
@@ -93,8 +94,11 @@ std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
     return std::min(*a, *b);
 }
 
-void Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) {
-    neighbours_.send_ip(frame, dst, now);
+bool Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) {
+    // A frame too long for the port is refused for good (counted in the
+    // port's tx_dropped): the engine must not hold it, waiting for room.
+    const bool can_ever_go = frame.size() <= port_.max_frame();
+    return neighbours_.send_ip(frame, dst, now) || !can_ever_go;
 }
 
 dma::ClientMemory* Datapath::memory_of(std::uint32_t client) {
