@@ -40,6 +40,12 @@ void Engine::acknowledge_through(QueuePair& qp, wire::Psn psn, Clock::time_point
             break;
         }
         if (w.done || w.packets == 0) {
+            // Done before the ACK reached it (a READ whose responses all came
+            // while an older READ still waited for its own): acknowledged
+            // too, or the oldest unacknowledged PSN would lag behind it.
+            if (w.packets != 0 && w.last_psn() > psn) {
+                psn = w.last_psn();
+            }
             continue;
         }
         if (w.last_psn() > psn) {

@@ -212,6 +212,47 @@ TEST_F(Congestion, WindowDropsToOnePacketOnATimeoutAndGrowsBack) {
     EXPECT_GE(highest_after, 64u);  // slow start back to the threshold, and beyond
 }
 
+TEST_F(Congestion, ReadsCompletingOutOfOrderDoNotStallTheWindow) {
+    // The last response of the first READ is lost; the second READ's
+    // responses all arrive first. Once the first is asked for again and
+    // completes, the oldest unacknowledged PSN must move past both, or the
+    // third READ (64 packets, more than the window then) never fits.
+    constexpr std::uint32_t kSize = 64 * kMtu;
+    std::vector<std::uint8_t> remote(kSize), back1(kSize, 0), back2(kSize, 0), back3(kSize, 0);
+    fill_pattern(remote, 31);
+    const auto rmr = b_.reg(remote.data(), kSize, kAllAccess);
+    const QueuePair& q = requester();
+    const std::uint32_t last_of_first = q.next_psn.value() + 63;
+    bool lost = false;
+    wire_.filter = [&](std::span<const std::uint8_t> f) {
+        if (!lost && !is_request(f) && psn_of(f) == last_of_first) {
+            lost = true;
+            return 0;
+        }
+        return 1;
+    };
+    std::vector<std::uint8_t>* backs[] = {&back1, &back2, &back3};
+    for (std::uint64_t i = 0; i < 3; ++i) {
+        const auto bmr = a_.reg(backs[i]->data(), kSize, kAllAccess);
+        uroce_send_wqe rd = send_wqe(WrOpcode::RdmaRead, i + 1, 1);
+        rd.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(remote.data());
+        rd.u.rdma.rkey = rmr.rkey;
+        const uroce_sge s = sge_of(backs[i]->data(), kSize, bmr.lkey);
+        qa_.post_send(rd, std::span(&s, 1));
+    }
+    std::vector<uroce_cqe> a;
+    ASSERT_TRUE(run_until([&] {
+        for (auto& e : qa_.poll()) a.push_back(e);
+        return a.size() == 3;
+    }));
+    EXPECT_TRUE(lost);
+    for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(a[i].status, 0u) << i;
+        EXPECT_EQ(remote, *backs[i]) << i;
+    }
+    EXPECT_EQ(a_.engine().counters().timeouts, 0u);
+}
+
 TEST_F(Congestion, APortThatRefusesFramesLosesNone) {
     // The port takes 5 frames per 10 us step and refuses the rest: the
     // engine must keep every refused frame and send it later, so nothing is
