@@ -232,7 +232,10 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 --qp.rd_atomic_in_flight;
             }
             acknowledge_through(qp, psn, now);
-        } else if (psn >= qp.unacked) {
+        } else if (psn >= qp.unacked && qp.unacked >= w.first_psn) {
+            // In-order progress of the oldest outstanding READ. Not of a
+            // later one: an older READ still missing responses keeps the
+            // oldest unacknowledged PSN (and the retransmit point) where it is.
             qp.window.on_ack(static_cast<std::uint32_t>(distance(psn + 1, qp.unacked)));
             qp.unacked = psn + 1;
             qp.retry_left = qp.attr.retry_cnt;

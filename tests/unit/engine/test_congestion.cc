@@ -253,6 +253,50 @@ TEST_F(Congestion, ReadsCompletingOutOfOrderDoNotStallTheWindow) {
     EXPECT_EQ(a_.engine().counters().timeouts, 0u);
 }
 
+TEST_F(Congestion, ALaterReadsProgressDoesNotHideAnOlderReadsLoss) {
+    // The second half of the first READ's responses is lost, and so is every
+    // answer to asking for it again for a while; the second READ's responses
+    // all arrive. The timer must then ask for the first READ's missing part:
+    // the second READ's progress must not have moved the retransmit point
+    // past it.
+    set_retry(7, 8);
+    constexpr std::uint32_t kSize = 64 * kMtu;
+    std::vector<std::uint8_t> remote(kSize), back1(kSize, 0), back2(kSize, 0);
+    fill_pattern(remote, 32);
+    const auto rmr = b_.reg(remote.data(), kSize, kAllAccess);
+    const std::uint32_t first = requester().next_psn.value();
+    const Clock::time_point outage_end = now_ + std::chrono::microseconds(1500);  // past one timeout
+    int lost = 0;
+    wire_.filter = [&](std::span<const std::uint8_t> f) {
+        const std::uint32_t psn = psn_of(f);
+        if (now_ < outage_end && !is_request(f) && psn >= first + 32 && psn < first + 64) {
+            ++lost;
+            return 0;
+        }
+        return 1;
+    };
+    std::vector<std::uint8_t>* backs[] = {&back1, &back2};
+    for (std::uint64_t i = 0; i < 2; ++i) {
+        const auto bmr = a_.reg(backs[i]->data(), kSize, kAllAccess);
+        uroce_send_wqe rd = send_wqe(WrOpcode::RdmaRead, i + 1, 1);
+        rd.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(remote.data());
+        rd.u.rdma.rkey = rmr.rkey;
+        const uroce_sge s = sge_of(backs[i]->data(), kSize, bmr.lkey);
+        qa_.post_send(rd, std::span(&s, 1));
+    }
+    std::vector<uroce_cqe> a;
+    ASSERT_TRUE(run_until([&] {
+        for (auto& e : qa_.poll()) a.push_back(e);
+        return a.size() == 2;
+    }));
+    EXPECT_GT(lost, 32);
+    EXPECT_GT(a_.engine().counters().timeouts, 0u);
+    for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(a[i].status, 0u) << i;
+        EXPECT_EQ(remote, *backs[i]) << i;
+    }
+}
+
 TEST_F(Congestion, APortThatRefusesFramesLosesNone) {
     // The port takes 5 frames per 10 us step and refuses the rest: the
     // engine must keep every refused frame and send it later, so nothing is
