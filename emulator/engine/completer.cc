@@ -199,7 +199,8 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
             if (psn > expected) {
                 // A response packet went missing: ask for the rest again (once
                 // per gap: later packets of the same gap are dropped here).
-                if (qp.sending != i) {
+                if (qp.read_gap != expected) {
+                    qp.read_gap = expected;
                     ++counters_.seq_naks_received;
                     qp.window.on_loss(expected, qp.sent_high);
                     rewind_to(qp, expected);

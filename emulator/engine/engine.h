@@ -185,6 +185,11 @@ private:
     bool send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now);
     // Whether the congestion window lets the next packet of `w` go.
     bool window_allows(const QueuePair& qp, const SendWqe& w) const;
+    // Response packets the next READ request of `w` asks for: the rest of
+    // the READ, or what the window has room for (at least one packet).
+    std::uint32_t read_part(const QueuePair& qp, const SendWqe& w) const;
+    // Whether a READ before `w` in the send queue still waits for responses.
+    bool older_read_outstanding(const QueuePair& qp, const SendWqe& w) const;
     // Counts a packet sent again (retransmitted_packets) or moves sent_high.
     void note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn);
     void retire_done(QueuePair& qp);

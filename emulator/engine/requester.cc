@@ -199,7 +199,12 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     if (info.has(wire::Ext::Reth)) {
         f.ext.reth.va = w.remote_addr + offset;
         f.ext.reth.rkey = w.rkey;
-        f.ext.reth.dma_length = static_cast<std::uint32_t>(w.length - std::min(w.length, offset));
+        std::uint64_t length = w.length - std::min(w.length, offset);
+        if (w.opcode == WrOpcode::RdmaRead && qp.type == qp::QpType::Rc) {
+            // A READ longer than the window is asked for in parts (docs/congestion.md).
+            length = std::min<std::uint64_t>(length, std::uint64_t{read_part(qp, w)} * qp.mtu);
+        }
+        f.ext.reth.dma_length = static_cast<std::uint32_t>(length);
     }
     if (info.has(wire::Ext::AtomicEth)) {
         f.ext.atomic_eth.va = w.remote_addr;
@@ -240,15 +245,43 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
 }
 
 bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
+    if (w.opcode == WrOpcode::RdmaRead) {
+        if (qp.sent_packets > w.received) {
+            return false;  // a part of this READ is still coming: one part at a time
+        }
+        // Each part is a READ request of its own and takes one of the
+        // responder's max_dest_rd_atomic resources, oldest first. Parts go
+        // only once every older READ has all its responses, so they never
+        // push out the resource of a READ that may still be asked for again.
+        if (read_part(qp, w) < w.packets - qp.sent_packets && older_read_outstanding(qp, w)) {
+            return false;
+        }
+    }
     const wire::Psn psn = w.first_psn + qp.sent_packets;
     const std::int32_t in_flight = distance(psn, qp.unacked);
     if (in_flight <= 0) {
-        return true;  // nothing unacknowledged: one packet (or one READ) always goes
+        return true;  // nothing unacknowledged: one packet (or one READ part) always goes
     }
-    // A READ request occupies the PSNs of all its responses still to come:
-    // they are what the window holds back.
-    const std::uint32_t span = w.opcode == WrOpcode::RdmaRead ? w.packets - qp.sent_packets : 1;
-    return static_cast<std::uint32_t>(in_flight) + span <= qp.window.packets();
+    return static_cast<std::uint32_t>(in_flight) < qp.window.packets();
+}
+
+bool Engine::older_read_outstanding(const QueuePair& qp, const SendWqe& w) const {
+    const std::uint32_t mask = qp.sq.entries() - 1;
+    for (std::uint32_t i = qp.retired; &qp.wqes[i & mask] != &w; ++i) {
+        const SendWqe& older = qp.wqes[i & mask];
+        if (older.opcode == WrOpcode::RdmaRead && !older.done) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::uint32_t Engine::read_part(const QueuePair& qp, const SendWqe& w) const {
+    const std::uint32_t rest = w.packets - qp.sent_packets;
+    const std::int32_t in_flight = std::max(distance(w.first_psn + qp.sent_packets, qp.unacked), 0);
+    const std::uint32_t window = qp.window.packets();
+    const std::uint32_t room = window > static_cast<std::uint32_t>(in_flight) ? window - in_flight : 1;
+    return std::min(rest, room);
 }
 
 bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
@@ -283,20 +316,32 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
                 break;
             }
         }
-        if (w.done && w.packets == 0) {  // local operation, or failed
+        if (w.done) {  // local operation, failed, or a READ whose responses all came
             ++qp.sending;
             qp.sent_packets = 0;
             worked = true;
             continue;
         }
+        if (w.opcode == WrOpcode::RdmaRead) {
+            // A replay may bring more than the part asked for: ask from the
+            // first response not received.
+            qp.sent_packets = std::max(qp.sent_packets, w.received);
+        }
         if (qp.type == qp::QpType::Rc && !window_allows(qp, w)) {
             break;  // window full: wait for ACKs
         }
+        const std::uint32_t part = w.opcode == WrOpcode::RdmaRead ? read_part(qp, w) : 1;
         if (!send_packet(qp, w, now)) {
             break;
         }
         --budget;
         worked = true;
+        if (w.opcode == WrOpcode::RdmaRead && qp.type == qp::QpType::Rc) {
+            qp.sent_packets += part;
+            if (qp.sent_packets < w.packets) {
+                continue;  // the next part when this one has come
+            }
+        }
         if (w.is_read_or_atomic()) {
             w.last_sent = true;
             ++qp.sending;
@@ -400,8 +445,8 @@ void Engine::note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn) {
         ++counters_.retransmitted_packets;
         return;
     }
-    // A READ request stands for the PSNs of all its responses.
-    qp.sent_high = (w.opcode == WrOpcode::RdmaRead ? w.last_psn() : psn) + 1;
+    // A READ request stands for the PSNs of all the responses it asks for.
+    qp.sent_high = (w.opcode == WrOpcode::RdmaRead ? psn + (read_part(qp, w) - 1) : psn) + 1;
 }
 
 void Engine::flush_send_queue(QueuePair& qp) {

@@ -212,6 +212,45 @@ TEST_F(Congestion, WindowDropsToOnePacketOnATimeoutAndGrowsBack) {
     EXPECT_GE(highest_after, 64u);  // slow start back to the threshold, and beyond
 }
 
+TEST_F(Congestion, AReadLongerThanTheWindowIsAskedForInParts) {
+    // A new QP's window is 4 packets: a 64-packet READ goes as several READ
+    // requests, each for what the window has room for, and arrives whole.
+    constexpr std::uint32_t kSize = 64 * kMtu - 100;
+    std::vector<std::uint8_t> remote(kSize), back(kSize, 0);
+    fill_pattern(remote, 41);
+    const auto rmr = b_.reg(remote.data(), kSize, kAllAccess);
+    const auto bmr = a_.reg(back.data(), kSize, kAllAccess);
+    std::vector<std::uint32_t> asked;  // RETH DMA length of each READ request
+    wire_.filter = [&](std::span<const std::uint8_t> f) {
+        if (f[42] == 0x0C) {  // RC RDMA READ request: RETH after the 12-byte BTH
+            asked.push_back((std::uint32_t{f[54 + 12]} << 24) | (std::uint32_t{f[54 + 13]} << 16) |
+                            (std::uint32_t{f[54 + 14]} << 8) | f[54 + 15]);
+        }
+        return 1;
+    };
+    uroce_send_wqe rd = send_wqe(WrOpcode::RdmaRead, 1, 1);
+    rd.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(remote.data());
+    rd.u.rdma.rkey = rmr.rkey;
+    const uroce_sge s = sge_of(back.data(), kSize, bmr.lkey);
+    qa_.post_send(rd, std::span(&s, 1));
+    std::vector<uroce_cqe> a;
+    ASSERT_TRUE(run_until([&] {
+        for (auto& e : qa_.poll()) a.push_back(e);
+        return !a.empty();
+    }));
+    EXPECT_EQ(a[0].status, 0u);
+    EXPECT_EQ(a[0].byte_len, kSize);
+    EXPECT_EQ(remote, back);
+    ASSERT_GT(asked.size(), 1u);
+    EXPECT_EQ(asked[0], 4 * kMtu);  // the initial window
+    std::uint64_t total = 0;
+    for (std::uint32_t n : asked) {
+        total += n;
+    }
+    EXPECT_EQ(total, kSize);  // the parts cover the READ once: nothing lost, nothing asked twice
+    EXPECT_EQ(a_.engine().counters().retransmitted_packets, 0u);
+}
+
 TEST_F(Congestion, ReadsCompletingOutOfOrderDoNotStallTheWindow) {
     // The last response of the first READ is lost; the second READ's
     // responses all arrive first. Once the first is asked for again and
