@@ -213,6 +213,9 @@ private:
     // Flushes an errored QP's receive queue, sends the coalesced ACK.
     void responder_poll(QueuePair& qp, Clock::time_point now);
     void send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now);
+    // A duplicate READ request: queue the responses it asks for, from the
+    // saved resources (docs/congestion.md).
+    void replay_read(QueuePair& qp, const wire::Packet& p);
     void send_read_responses(QueuePair& qp, Clock::time_point now);
     void finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Packet& p, Clock::time_point now);
     void flush_receive_queue(QueuePair& qp);
