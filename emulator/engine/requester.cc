@@ -184,7 +184,7 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
         // Ask for an ACK on every last packet, every ack_request_every
         // packets (or every half window, when the window is smaller), and on
         // the packet that fills the window: the ACK is what opens it again.
-        const std::uint32_t window = qp.window.packets();
+        const std::uint32_t window = usable_window(qp);
         const std::uint32_t every = std::max<std::uint32_t>(std::min(config_.ack_request_every, window / 2), 1);
         const bool fills_window =
             distance(f.bth.psn, qp.unacked) + 1 >= static_cast<std::int32_t>(window);
@@ -264,7 +264,7 @@ bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
     if (in_flight <= 0) {
         return true;  // nothing unacknowledged: one packet (or one READ part) always goes
     }
-    return static_cast<std::uint32_t>(in_flight) < qp.window.packets();
+    return static_cast<std::uint32_t>(in_flight) < usable_window(qp);
 }
 
 bool Engine::older_read_outstanding(const QueuePair& qp, const SendWqe& w) const {
@@ -289,7 +289,7 @@ std::uint32_t Engine::read_part(const QueuePair& qp, const SendWqe& w) const {
         rest = std::min(rest, static_cast<std::uint32_t>(distance(qp.sent_high, psn)));
     }
     const std::int32_t in_flight = std::max(distance(w.first_psn + qp.sent_packets, qp.unacked), 0);
-    const std::uint32_t window = qp.window.packets();
+    const std::uint32_t window = usable_window(qp);
     const std::uint32_t room = window > static_cast<std::uint32_t>(in_flight) ? window - in_flight : 1;
     return std::min(rest, room);
 }
