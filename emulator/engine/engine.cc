@@ -209,7 +209,10 @@ void Engine::share_engine_window() {
             ++busy;
         }
     }
-    window_share_ = std::max<std::uint32_t>(config_.engine_window / std::max<std::uint32_t>(busy, 1), 1);
+    // Never below the initial window: smaller READ parts and fewer packets
+    // per round trip cost more than the losses they would save.
+    window_share_ = std::max<std::uint32_t>(config_.engine_window / std::max<std::uint32_t>(busy, 1),
+                                            config_.initial_window);
 }
 
 bool Engine::send_held(Clock::time_point now) {

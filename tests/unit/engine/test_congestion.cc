@@ -592,6 +592,47 @@ TEST_F(ManyQps, WritesAndReadsCompleteWithBoundedRetransmissions) {
     EXPECT_LT(ca.timeouts, std::uint64_t{kQps} * 4);
 }
 
+TEST_F(ManyQps, TogetherTheyKeepToTheEngineWindow) {
+    // Every QP's own window would grow to 128 packets (64 here, a message):
+    // 16384 in flight. The engine's window shares 256 among them, each
+    // keeping at least the initial window (4): 1024.
+    wire_.filter = [](std::span<const std::uint8_t>) { return 1; };
+    constexpr std::uint32_t kSize = 64 * kMtu;
+    std::vector<std::vector<std::uint8_t>> src(kQps), dst(kQps);
+    for (std::uint32_t i = 0; i < kQps; ++i) {
+        src[i].assign(kSize, static_cast<std::uint8_t>(i));
+        dst[i].assign(kSize, 0);
+        const auto smr = a_.reg(src[i].data(), kSize, kAllAccess);
+        const auto dmr = b_.reg(dst[i].data(), kSize, kAllAccess);
+        uroce_send_wqe w = send_wqe(WrOpcode::RdmaWrite, 1, 1);
+        w.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(dst[i].data());
+        w.u.rdma.rkey = dmr.rkey;
+        const uroce_sge s = sge_of(src[i].data(), kSize, smr.lkey);
+        as_[i]->post_send(w, std::span(&s, 1));
+    }
+    const EngineConfig config;
+    const std::uint32_t limit = std::max(config.engine_window, kQps * config.initial_window);
+    std::uint32_t most = 0, completed = 0;
+    ASSERT_TRUE(run_until([&] {
+        std::uint32_t in_flight = 0;
+        for (std::uint32_t i = 0; i < kQps; ++i) {
+            const QueuePair* q = a_.engine().find_qp(0x100 + i);
+            in_flight += static_cast<std::uint32_t>(std::max(distance(q->sent_high, q->unacked), 0));
+            for (auto& e : as_[i]->poll()) {
+                EXPECT_EQ(e.status, 0u);
+                ++completed;
+            }
+        }
+        most = std::max(most, in_flight);
+        return completed == kQps;
+    }));
+    EXPECT_GT(most, limit / 2);  // the window is used
+    EXPECT_LE(most, limit);
+    for (std::uint32_t i = 0; i < kQps; ++i) {
+        EXPECT_EQ(src[i], dst[i]) << i;
+    }
+}
+
 // 32 QPs with long WRITEs behind a port that takes 8 frames per step: the
 // QPs take turns, so after a while each has sent about as much as the others.
 class SharedPort : public RateLimitedPorts {
