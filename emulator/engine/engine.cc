@@ -181,6 +181,7 @@ bool Engine::poll(Clock::time_point now) {
     // most packets_per_poll, and when the port fills up the next poll starts
     // with the QP after the one that filled it, so every QP gets the port in
     // turn (docs/congestion.md).
+    share_engine_window();
     const std::size_t count = order_.size();
     const std::size_t first = count == 0 ? 0 : next_turn_ % count;
     for (std::size_t k = 0; k < count; ++k) {
@@ -198,6 +199,20 @@ bool Engine::poll(Clock::time_point now) {
     }
     // Held frames keep the daemon polling until the port takes them.
     return worked || tx_blocked();
+}
+
+void Engine::share_engine_window() {
+    std::uint32_t busy = 0;
+    for (QueuePair* qp : order_) {
+        if (qp->type == qp::QpType::Rc && qp->sq.valid() &&
+            (qp->retired != qp->fetched || qp->sq.producer() != qp->fetched)) {
+            ++busy;
+        }
+    }
+    // Never below the initial window: smaller READ parts and fewer packets
+    // per round trip cost more than the losses they would save.
+    window_share_ = std::max<std::uint32_t>(config_.engine_window / std::max<std::uint32_t>(busy, 1),
+                                            config_.initial_window);
 }
 
 bool Engine::send_held(Clock::time_point now) {

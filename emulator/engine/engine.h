@@ -79,6 +79,13 @@ struct EngineConfig {
     // frame is dropped (counted in rx_dropped), which only a port that stays
     // full while requests keep arriving can cause.
     std::size_t max_held_frames = 4096;
+    // Packets all RC QPs together may have unacknowledged (requests, and the
+    // READ responses asked for), shared out evenly: each QP's window is at
+    // most engine_window over the QPs with work (at least one packet). Each
+    // window alone let 256 QPs have 1024 packets and more in flight, beyond
+    // what the peer's receive ring holds (an af_packet ring: 512 frames),
+    // so many QPs lost far more than few (docs/congestion.md).
+    std::uint32_t engine_window = 256;
 };
 
 class Engine {
@@ -161,6 +168,14 @@ private:
     // Whether the port refused a frame the engine still holds: then nothing
     // new is generated this poll.
     [[nodiscard]] bool tx_blocked() const { return !held_.empty(); }
+    // Counts the RC QPs with work and sets their share of the engine's
+    // window (the start of every poll).
+    void share_engine_window();
+    // The packets `qp` may have unacknowledged: its congestion window, at
+    // most its share of the engine's window.
+    [[nodiscard]] std::uint32_t usable_window(const QueuePair& qp) const {
+        return std::min(qp.window.packets(), window_share_);
+    }
     void rebuild_order();
     void send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
                     Clock::time_point now);
@@ -213,6 +228,9 @@ private:
     // Flushes an errored QP's receive queue, sends the coalesced ACK.
     void responder_poll(QueuePair& qp, Clock::time_point now);
     void send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now);
+    // A duplicate READ request: queue the responses it asks for, from the
+    // saved resources (docs/congestion.md).
+    void replay_read(QueuePair& qp, const wire::Packet& p);
     void send_read_responses(QueuePair& qp, Clock::time_point now);
     void finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Packet& p, Clock::time_point now);
     void flush_receive_queue(QueuePair& qp);
@@ -234,6 +252,7 @@ private:
     std::vector<QueuePair*> order_;
     std::size_t next_turn_ = 0;  // index in order_ of the QP that goes first next poll
     std::deque<HeldFrame> held_;
+    std::uint32_t window_share_ = 1;  // EngineConfig::engine_window over the RC QPs with work
     std::vector<std::uint8_t> tx_buffer_;
     std::vector<std::uint8_t> payload_buffer_;
     EngineCounters counters_;

@@ -35,10 +35,16 @@ struct ResponderResource {
     bool failed = false;
 };
 
-// READ response packets still to send: [next, end) of a resource.
+// READ response packets still to send: [next, end) of a resource. A
+// duplicate request is answered with the packets it asks for, [start, end),
+// not the rest of the resource (IBA 9.7.5.1.3: the responder answers the
+// duplicate's own PSN, address and length), so a requester that retries
+// one packet after a timeout gets one packet, not a burst of 64.
 struct PendingRead {
     std::size_t resource = 0;
-    std::uint32_t next = 0;  // packet index within the response
+    std::uint32_t start = 0;  // first packet index of this response (FIRST or ONLY)
+    std::uint32_t next = 0;   // packet index within the resource
+    std::uint32_t end = 1;    // one past the last packet index to send (LAST or ONLY)
 };
 
 // A QP's identity and wiring, fixed at creation (Engine::add_qp).

@@ -184,7 +184,7 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
         // Ask for an ACK on every last packet, every ack_request_every
         // packets (or every half window, when the window is smaller), and on
         // the packet that fills the window: the ACK is what opens it again.
-        const std::uint32_t window = qp.window.packets();
+        const std::uint32_t window = usable_window(qp);
         const std::uint32_t every = std::max<std::uint32_t>(std::min(config_.ack_request_every, window / 2), 1);
         const bool fills_window =
             distance(f.bth.psn, qp.unacked) + 1 >= static_cast<std::int32_t>(window);
@@ -253,7 +253,9 @@ bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
         // responder's max_dest_rd_atomic resources, oldest first. Parts go
         // only once every older READ has all its responses, so they never
         // push out the resource of a READ that may still be asked for again.
-        if (read_part(qp, w) < w.packets - qp.sent_packets && older_read_outstanding(qp, w)) {
+        // (Asking again takes no resource: the responder replays it.)
+        const bool asked_before = w.first_psn + qp.sent_packets < qp.sent_high;
+        if (!asked_before && read_part(qp, w) < w.packets - qp.sent_packets && older_read_outstanding(qp, w)) {
             return false;
         }
     }
@@ -262,7 +264,7 @@ bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
     if (in_flight <= 0) {
         return true;  // nothing unacknowledged: one packet (or one READ part) always goes
     }
-    return static_cast<std::uint32_t>(in_flight) < qp.window.packets();
+    return static_cast<std::uint32_t>(in_flight) < usable_window(qp);
 }
 
 bool Engine::older_read_outstanding(const QueuePair& qp, const SendWqe& w) const {
@@ -277,9 +279,17 @@ bool Engine::older_read_outstanding(const QueuePair& qp, const SendWqe& w) const
 }
 
 std::uint32_t Engine::read_part(const QueuePair& qp, const SendWqe& w) const {
-    const std::uint32_t rest = w.packets - qp.sent_packets;
+    std::uint32_t rest = w.packets - qp.sent_packets;
+    // Asking again for responses already asked for: stop where the earlier
+    // requests stopped. The responder replays a duplicate only from its saved
+    // resources; a request reaching past them would get a short answer and
+    // wait a timeout for the rest. What follows is asked for as a new part.
+    const wire::Psn psn = w.first_psn + qp.sent_packets;
+    if (psn < qp.sent_high) {
+        rest = std::min(rest, static_cast<std::uint32_t>(distance(qp.sent_high, psn)));
+    }
     const std::int32_t in_flight = std::max(distance(w.first_psn + qp.sent_packets, qp.unacked), 0);
-    const std::uint32_t window = qp.window.packets();
+    const std::uint32_t window = usable_window(qp);
     const std::uint32_t room = window > static_cast<std::uint32_t>(in_flight) ? window - in_flight : 1;
     return std::min(rest, room);
 }

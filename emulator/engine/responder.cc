@@ -324,26 +324,17 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
             ++counters_.duplicates;
             if (info.operation == wire::Operation::RdmaReadRequest ||
                 info.operation == wire::Operation::CompareSwap || info.operation == wire::Operation::FetchAdd) {
-                // Replay from the saved resource: never execute twice.
-                for (std::size_t i = 0; i < qp.resources.size(); ++i) {
-                    const ResponderResource& r = qp.resources[i];
-                    if (r.kind == ResponderResource::Kind::Empty) {
-                        continue;
-                    }
-                    const std::int32_t from = distance(psn, r.psn);
-                    if (from < 0 || from >= static_cast<std::int32_t>(r.packets)) {
-                        continue;
-                    }
-                    if (r.kind == ResponderResource::Kind::Read &&
-                        info.operation == wire::Operation::RdmaReadRequest) {
-                        qp.pending_reads.erase(std::remove_if(qp.pending_reads.begin(), qp.pending_reads.end(),
-                                                              [i](const PendingRead& pr) { return pr.resource == i; }),
-                                               qp.pending_reads.end());
-                        qp.pending_reads.push_back(PendingRead{i, static_cast<std::uint32_t>(from)});
-                    } else if (r.kind == ResponderResource::Kind::Atomic) {
-                        send_atomic_ack(qp, r.psn, r.original, now);
-                    }
+                // Replay from the saved resources: never execute twice.
+                if (info.operation == wire::Operation::RdmaReadRequest) {
+                    replay_read(qp, p);
                     return;
+                }
+                for (const ResponderResource& r : qp.resources) {
+                    const std::int32_t from = distance(psn, r.psn);
+                    if (r.kind == ResponderResource::Kind::Atomic && from == 0) {
+                        send_atomic_ack(qp, r.psn, r.original, now);
+                        return;
+                    }
                 }
                 return;  // too old to replay: the requester will time out
             }
@@ -543,7 +534,7 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
         r.va = rr.va;
         r.rkey = rr.rkey;
         r.length = static_cast<std::uint32_t>(len);
-        qp.pending_reads.push_back(PendingRead{slot, 0});
+        qp.pending_reads.push_back(PendingRead{slot, 0, 0, r.packets});
         ++qp.msn;
         qp.epsn = psn + r.packets;
         return;  // the responses are the acknowledgement
@@ -595,6 +586,38 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
     }
 }
 
+void Engine::replay_read(QueuePair& qp, const wire::Packet& p) {
+    // The packets the duplicate asks for, from its PSN: they may span several
+    // saved resources (the parts of one READ, or READs that followed it).
+    const std::uint64_t length = p.reth()->dma_length.get();
+    std::uint64_t wanted = std::max<std::uint64_t>((length + qp.mtu - 1) / qp.mtu, 1);
+    wire::Psn psn = p.psn();
+    while (wanted > 0) {
+        const auto found = std::find_if(qp.resources.begin(), qp.resources.end(), [psn](const ResponderResource& r) {
+            const std::int32_t from = distance(psn, r.psn);
+            return r.kind == ResponderResource::Kind::Read && from >= 0 && from < static_cast<std::int32_t>(r.packets);
+        });
+        if (found == qp.resources.end()) {
+            return;  // too old to replay: the requester will time out
+        }
+        const std::size_t i = static_cast<std::size_t>(found - qp.resources.begin());
+        const auto from = static_cast<std::uint32_t>(distance(psn, found->psn));
+        const auto count = static_cast<std::uint32_t>(std::min<std::uint64_t>(wanted, found->packets - from));
+        // A response of this resource still being sent is restarted at the
+        // duplicate's PSN; it still runs to its own end.
+        std::uint32_t end = from + count;
+        const auto sending = std::find_if(qp.pending_reads.begin(), qp.pending_reads.end(),
+                                          [i](const PendingRead& pr) { return pr.resource == i; });
+        if (sending != qp.pending_reads.end()) {
+            end = std::max(end, sending->end);
+            qp.pending_reads.erase(sending);
+        }
+        qp.pending_reads.push_back(PendingRead{i, from, from, end});
+        psn += count;
+        wanted -= count;
+    }
+}
+
 void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
     std::uint32_t budget = config_.packets_per_poll;
     while (budget > 0 && !qp.pending_reads.empty() && !tx_blocked()) {
@@ -606,9 +629,9 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
             return;
         }
         const std::uint32_t i = pr.next;
-        const bool first = i == 0;
-        const bool last = i + 1 == r.packets;
-        f.bth.opcode = r.packets == 1 ? wire::opcode::kRcRdmaReadResponseOnly
+        const bool first = i == pr.start;
+        const bool last = i + 1 == pr.end;
+        f.bth.opcode = first && last  ? wire::opcode::kRcRdmaReadResponseOnly
                        : first        ? wire::opcode::kRcRdmaReadResponseFirst
                        : last         ? static_cast<std::uint8_t>(0x0F)
                                       : static_cast<std::uint8_t>(0x0E);
@@ -644,7 +667,7 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
         }
         send_frame(qp, f, payload, now);
         --budget;
-        if (++pr.next >= r.packets) {
+        if (++pr.next >= pr.end) {
             qp.pending_reads.erase(qp.pending_reads.begin());
         }
     }

@@ -12,6 +12,12 @@ namespace uroce::daemon {
 namespace {
 
 constexpr std::size_t kRxBurst = 32;
+// Bursts received per round while the port keeps returning full ones. An
+// engine round costs time per QP (256 QPs: 256 rings looked at), so one
+// burst per round made the receive rate fall as QPs were added, and the
+// kernel dropped what the af_packet ring could not hold (docs/congestion.md).
+// 16 bursts (512 frames) is about the af_packet ring: a round drains it.
+constexpr std::size_t kRxBurstsPerRound = 16;
 
 std::vector<wire::Gid> addresses_of(const device::Device& d) {
     std::vector<wire::Gid> out;
@@ -59,6 +65,21 @@ Datapath::~Datapath() = default;
 
 bool Datapath::poll(engine::Clock::time_point now) {
     bool worked = receive_own_frames(now);
+    for (std::size_t burst = 0; burst < kRxBurstsPerRound; ++burst) {
+        const std::size_t n = receive_burst(now);
+        worked |= n > 0;
+        if (n < rx_.size()) {
+            break;  // the port is drained
+        }
+    }
+    worked |= engine_->poll(now);
+    neighbours_.poll(now);
+    port_.flush();
+    // Frames the port still holds (a short transmit burst) keep the loop busy.
+    return worked || !to_self_.empty() || port_.tx_pending();
+}
+
+std::size_t Datapath::receive_burst(engine::Clock::time_point now) {
     const std::size_t n = port_.receive(rx_);
     for (std::size_t i = 0; i < n; ++i) {
         const std::span<const std::uint8_t> frame = rx_[i].bytes;
@@ -75,13 +96,8 @@ bool Datapath::poll(engine::Clock::time_point now) {
     }
     if (n > 0) {
         port_.release(std::span(rx_.data(), n));
-        worked = true;
     }
-    worked |= engine_->poll(now);
-    neighbours_.poll(now);
-    port_.flush();
-    // Frames the port still holds (a short transmit burst) keep the loop busy.
-    return worked || !to_self_.empty() || port_.tx_pending();
+    return n;
 }
 
 bool Datapath::receive_own_frames(engine::Clock::time_point now) {

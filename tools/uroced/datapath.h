@@ -107,6 +107,8 @@ public:
 
 private:
     dma::ClientMemory* memory_of(std::uint32_t client);
+    // One burst of received frames to the engine or the neighbour table: how many.
+    std::size_t receive_burst(engine::Clock::time_point now);
     // Gives the engine the frames it sent to our own addresses; true if any.
     bool receive_own_frames(engine::Clock::time_point now);
 
