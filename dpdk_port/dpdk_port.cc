@@ -52,7 +52,8 @@ constexpr std::uint32_t kL2Overhead = 14 + 4;
 // this before flushing back (rte_mempool's flush threshold).
 constexpr unsigned kMbufCache = 256;
 
-// Bursts flush() makes before it drops what the NIC still refuses.
+// Bursts flush() makes before it leaves what the NIC still refuses for the
+// next flush().
 constexpr int kTxAttempts = 4;
 
 // DPDK's net_af_packet copies each frame through a TPACKET_V2 ring slot of
@@ -488,11 +489,9 @@ void DpdkPort::flush() {
         }
         transmit_queued();
     }
-    if (tx_queued_ > 0) {
-        rte_pktmbuf_free_bulk(tx_queue_.data(), tx_queued_);
-        counters_.tx_dropped += tx_queued_;
-        tx_queued_ = 0;
-    }
+    // What is left stays queued, in order: send() refuses new frames while
+    // the queue is full, so the engine holds them (transmit backpressure)
+    // instead of the port dropping them.
 }
 
 DpdkPortStats DpdkPort::stats() const {

@@ -80,6 +80,7 @@ public:
     [[nodiscard]] std::size_t receive(std::span<net::RxFrame> frames) override;
     void release(std::span<net::RxFrame> frames) override;
     bool send(std::span<const std::uint8_t> frame) override;
+    [[nodiscard]] bool tx_pending() const override { return tx_queued_ > 0; }
     void flush() override;
 
     [[nodiscard]] wire::MacAddr mac() const override { return info_.mac; }

@@ -379,6 +379,8 @@ struct uroce_stats_engine {     /* emulator/engine/engine.h EngineCounters */
     uint64_t bad_wqes;
     uint64_t cq_overruns;
     uint64_t dma_faults;
+    uint64_t retransmitted_packets;
+    uint64_t tx_deferred;
 };
 struct uroce_stats_frames {     /* tools/uroced/datapath.h: received frames sorted */
     uint64_t rx_roce;
@@ -491,7 +493,7 @@ static_assert(sizeof(struct uroce_ctrl_modify_qp) == 144, "modify qp layout");
 static_assert(sizeof(struct uroce_ctrl_query_qp_reply) == 136, "query qp reply layout");
 static_assert(sizeof(struct uroce_ctrl_srq) == 64, "srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
-static_assert(sizeof(struct uroce_ctrl_stats_reply) == 416, "stats layout");
+static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
 static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");

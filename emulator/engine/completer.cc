@@ -40,6 +40,12 @@ void Engine::acknowledge_through(QueuePair& qp, wire::Psn psn, Clock::time_point
             break;
         }
         if (w.done || w.packets == 0) {
+            // Done before the ACK reached it (a READ whose responses all came
+            // while an older READ still waited for its own): acknowledged
+            // too, or the oldest unacknowledged PSN would lag behind it.
+            if (w.packets != 0 && w.last_psn() > psn) {
+                psn = w.last_psn();
+            }
             continue;
         }
         if (w.last_psn() > psn) {
@@ -50,12 +56,14 @@ void Engine::acknowledge_through(QueuePair& qp, wire::Psn psn, Clock::time_point
             // the response was lost (IBA 9.7.5.1.4 implied NAK): ask again,
             // and count as acknowledged only what did arrive.
             psn = w.first_psn + w.received - 1;
+            qp.window.on_loss(w.first_psn + w.received, qp.sent_high);
             rewind_to(qp, w.first_psn + w.received);
             break;
         }
         w.done = true;
     }
     if (psn >= qp.unacked) {
+        qp.window.on_ack(static_cast<std::uint32_t>(distance(psn + 1, qp.unacked)));
         qp.unacked = psn + 1;
         qp.retry_left = qp.attr.retry_cnt;  // progress: the retry budget starts again
         qp.rnr_retry_left = qp.attr.rnr_retry;
@@ -112,8 +120,10 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 const auto code = static_cast<wire::NakCode>(wire::syndrome_value(syndrome));
                 acknowledge_through(qp, psn - 1, now);
                 if (code == wire::NakCode::PsnSequenceError) {
-                    // Go back N: everything before psn arrived; send again from psn.
+                    // Go back N: everything before psn arrived; send again
+                    // from psn, with the window halved (a loss).
                     ++counters_.seq_naks_received;
+                    qp.window.on_loss(psn, qp.sent_high);
                     rewind_to(qp, psn);
                     return;
                 }
@@ -189,8 +199,10 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
             if (psn > expected) {
                 // A response packet went missing: ask for the rest again (once
                 // per gap: later packets of the same gap are dropped here).
-                if (qp.sending != i) {
+                if (qp.read_gap != expected) {
+                    qp.read_gap = expected;
                     ++counters_.seq_naks_received;
+                    qp.window.on_loss(expected, qp.sent_high);
                     rewind_to(qp, expected);
                 }
             } else {
@@ -221,8 +233,13 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 --qp.rd_atomic_in_flight;
             }
             acknowledge_through(qp, psn, now);
-        } else if (psn >= qp.unacked) {
+        } else if (psn >= qp.unacked && qp.unacked >= w.first_psn) {
+            // In-order progress of the oldest outstanding READ. Not of a
+            // later one: an older READ still missing responses keeps the
+            // oldest unacknowledged PSN (and the retransmit point) where it is.
+            qp.window.on_ack(static_cast<std::uint32_t>(distance(psn + 1, qp.unacked)));
             qp.unacked = psn + 1;
+            qp.retry_left = qp.attr.retry_cnt;
             qp.restart_retransmit_timer(now);
         }
         return;

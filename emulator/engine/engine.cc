@@ -82,7 +82,18 @@ void Engine::add_qp(const QpSetup& s) {
     // RoCEv2 A17.5.2.1: the UDP source port is flow entropy from 0xC000 up;
     // spread QPs over it so ECMP and RSS can tell flows apart.
     qp->udp_src_port = static_cast<std::uint16_t>(0xC000 | ((s.qpn * 0x9E37u) & 0x3FFF));
+    qp->window = CongestionWindow(config_.send_window, config_.initial_window);
     qps_[s.qpn] = std::move(qp);
+    rebuild_order();
+}
+
+void Engine::rebuild_order() {
+    order_.clear();
+    for (auto& [qpn, qp] : qps_) {
+        order_.push_back(qp.get());
+    }
+    std::sort(order_.begin(), order_.end(), [](const QueuePair* a, const QueuePair* b) { return a->qpn < b->qpn; });
+    next_turn_ = 0;
 }
 
 void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask) {
@@ -103,6 +114,7 @@ void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t 
     if ((mask & qp::AttrMask::kSqPsn) != 0) {
         qp.next_psn = wire::Psn(attr.sq_psn);
         qp.unacked = qp.next_psn;
+        qp.sent_high = qp.next_psn;
     }
     if ((mask & qp::AttrMask::kRetryCnt) != 0) {
         qp.retry_left = attr.retry_cnt;
@@ -150,19 +162,55 @@ std::optional<qp::QpState> Engine::qp_state(std::uint32_t qpn) const {
     return std::nullopt;
 }
 
-void Engine::remove_qp(std::uint32_t qpn) { qps_.erase(qpn); }
+void Engine::remove_qp(std::uint32_t qpn) {
+    qps_.erase(qpn);
+    rebuild_order();
+}
 
 dma::ClientMemory* Engine::memory(std::uint32_t owner) const { return memory_of_ ? memory_of_(owner) : nullptr; }
 
 // ---- polling ----
 
 bool Engine::poll(Clock::time_point now) {
-    bool worked = false;
-    for (auto& [qpn, qp] : qps_) {
-        worked |= requester_poll(*qp, now);
+    bool worked = send_held(now);
+    // ACKs first: they are small and open the peers' windows.
+    for (QueuePair* qp : order_) {
         responder_poll(*qp, now);
     }
-    return worked;
+    // Then requests and READ responses, the QPs taking turns: each sends at
+    // most packets_per_poll, and when the port fills up the next poll starts
+    // with the QP after the one that filled it, so every QP gets the port in
+    // turn (docs/congestion.md).
+    const std::size_t count = order_.size();
+    const std::size_t first = count == 0 ? 0 : next_turn_ % count;
+    for (std::size_t k = 0; k < count; ++k) {
+        const std::size_t i = (first + k) % count;
+        QueuePair& qp = *order_[i];
+        const bool was_blocked = tx_blocked();
+        worked |= requester_poll(qp, now);
+        if (!qp.pending_reads.empty() && qp.attr.state != qp::QpState::Err) {
+            send_read_responses(qp, now);
+            worked = true;
+        }
+        if (tx_blocked() && !was_blocked) {
+            next_turn_ = i + 1;
+        }
+    }
+    // Held frames keep the daemon polling until the port takes them.
+    return worked || tx_blocked();
+}
+
+bool Engine::send_held(Clock::time_point now) {
+    bool sent = false;
+    while (!held_.empty()) {
+        HeldFrame& h = held_.front();
+        if (!sink_.send_ip(std::span<std::uint8_t>(h.bytes), h.dst, now)) {
+            break;
+        }
+        held_.pop_front();
+        sent = true;
+    }
+    return sent;
 }
 
 void Engine::arm_doorbells() {
@@ -221,7 +269,17 @@ void Engine::send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const st
         return;
     }
     ++counters_.tx_packets;
-    sink_.send_ip(std::span<std::uint8_t>(tx_buffer_.data(), r.length), f.ip.dst, now);
+    const std::span<std::uint8_t> frame(tx_buffer_.data(), r.length);
+    // Frames leave in the order they were made: nothing overtakes a held one.
+    if (held_.empty() && sink_.send_ip(frame, f.ip.dst, now)) {
+        return;
+    }
+    if (held_.size() >= config_.max_held_frames) {
+        ++counters_.rx_dropped;
+        return;
+    }
+    ++counters_.tx_deferred;
+    held_.push_back(HeldFrame{std::vector<std::uint8_t>(frame.begin(), frame.end()), f.ip.dst});
 }
 
 // ---- DMA between SGE lists and packets ----

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -35,8 +36,13 @@ namespace uroce::engine {
 class FrameSink {
 public:
     virtual ~FrameSink() = default;
-    // `frame` has its Ethernet destination still to fill for `dst`.
-    virtual void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) = 0;
+    // `frame` has its Ethernet destination still to fill for `dst`. False
+    // when the port could not take it now (its transmit queue is full): the
+    // engine keeps the frame, offers it again next poll and sends nothing
+    // new until it has gone (transmit backpressure, docs/congestion.md).
+    // A frame that can never go (too long for the port) must not return
+    // false: it would hold everything behind it.
+    virtual bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) = 0;
 };
 
 struct EngineCounters {
@@ -44,6 +50,7 @@ struct EngineCounters {
     std::uint64_t tx_packets = 0;
     std::uint64_t rx_dropped = 0;     // silently dropped requests/responses (see docs/wire.md)
     std::uint64_t retransmits = 0;    // times the requester went back to resend (timeout, NAK, lost response)
+    std::uint64_t retransmitted_packets = 0;  // request packets sent again (PSNs sent before)
     std::uint64_t timeouts = 0;
     std::uint64_t rnr_naks_sent = 0;
     std::uint64_t rnr_naks_received = 0;
@@ -53,17 +60,25 @@ struct EngineCounters {
     std::uint64_t bad_wqes = 0;
     std::uint64_t cq_overruns = 0;
     std::uint64_t dma_faults = 0;
+    std::uint64_t tx_deferred = 0;    // frames the port refused, kept and offered again
 };
 
 struct EngineConfig {
     wire::MacAddr mac{};
     std::vector<device::GidEntry> gids;
-    // Packets a QP may have unacknowledged before it waits for an ACK.
+    // Packets a QP may have unacknowledged before it waits for an ACK: the
+    // most its congestion window grows to (docs/congestion.md).
     std::uint32_t send_window = 128;
+    // The congestion window a QP starts with.
+    std::uint32_t initial_window = 4;
     // The requester asks for an ACK at least this often (and on every last packet).
     std::uint32_t ack_request_every = 16;
     // Packets one QP sends per poll before the next QP gets its turn.
     std::uint32_t packets_per_poll = 32;
+    // Frames the engine holds for a port that refused them; beyond this a
+    // frame is dropped (counted in rx_dropped), which only a port that stays
+    // full while requests keep arriving can cause.
+    std::size_t max_held_frames = 4096;
 };
 
 class Engine {
@@ -136,6 +151,17 @@ private:
     };
 
     // engine.cc
+    // A frame the port refused, kept until it takes it.
+    struct HeldFrame {
+        std::vector<std::uint8_t> bytes;
+        wire::Gid dst{};
+    };
+    // Offers the held frames again, oldest first. True when any went.
+    bool send_held(Clock::time_point now);
+    // Whether the port refused a frame the engine still holds: then nothing
+    // new is generated this poll.
+    [[nodiscard]] bool tx_blocked() const { return !held_.empty(); }
+    void rebuild_order();
     void send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
                     Clock::time_point now);
     bool fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const;
@@ -157,6 +183,15 @@ private:
     void fetch_new_wqes(QueuePair& qp, Clock::time_point now);
     bool start_wqe(QueuePair& qp, SendWqe& w, Clock::time_point now);
     bool send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now);
+    // Whether the congestion window lets the next packet of `w` go.
+    bool window_allows(const QueuePair& qp, const SendWqe& w) const;
+    // Response packets the next READ request of `w` asks for: the rest of
+    // the READ, or what the window has room for (at least one packet).
+    std::uint32_t read_part(const QueuePair& qp, const SendWqe& w) const;
+    // Whether a READ before `w` in the send queue still waits for responses.
+    bool older_read_outstanding(const QueuePair& qp, const SendWqe& w) const;
+    // Counts a packet sent again (retransmitted_packets) or moves sent_high.
+    void note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn);
     void retire_done(QueuePair& qp);
     void rewind_to(QueuePair& qp, wire::Psn psn);
     void requester_timers(QueuePair& qp, Clock::time_point now);
@@ -175,6 +210,7 @@ private:
     // drops the message (UC). True when the QP holds one now.
     bool claim_recv(QueuePair& qp, wire::Psn psn, Clock::time_point now);
     void send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t original, Clock::time_point now);
+    // Flushes an errored QP's receive queue, sends the coalesced ACK.
     void responder_poll(QueuePair& qp, Clock::time_point now);
     void send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now);
     void send_read_responses(QueuePair& qp, Clock::time_point now);
@@ -194,6 +230,10 @@ private:
     std::unordered_map<std::uint32_t, SharedReceiveQueue> srqs_;
     std::unordered_map<std::uint32_t, qp::AhAttr> ahs_;
     std::unordered_map<std::uint32_t, std::unique_ptr<QueuePair>> qps_;
+    // Every QP in QPN order, for the round-robin turn of poll().
+    std::vector<QueuePair*> order_;
+    std::size_t next_turn_ = 0;  // index in order_ of the QP that goes first next poll
+    std::deque<HeldFrame> held_;
     std::vector<std::uint8_t> tx_buffer_;
     std::vector<std::uint8_t> payload_buffer_;
     EngineCounters counters_;

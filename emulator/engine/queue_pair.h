@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/congestion.h"
 #include "engine/rings.h"
 #include "engine/wqe.h"
 #include "qp/qp_attr.h"
@@ -76,7 +77,12 @@ struct QueuePair : QpSetup {
     std::uint32_t sent_packets = 0;  // packets of WQE `sending` already sent
     wire::Psn next_psn{};         // PSN the next new WQE starts at
     wire::Psn unacked{};          // oldest PSN not acknowledged
+    wire::Psn sent_high{};        // one past the highest PSN ever sent (below it: a resend)
+    CongestionWindow window;      // PSNs that may be unacknowledged (RC; docs/congestion.md)
     std::uint32_t rd_atomic_in_flight = 0;
+    // The READ response PSN last gone back to for a gap: later responses of
+    // the same gap do not go back again.
+    std::optional<wire::Psn> read_gap;
     std::uint32_t rq_consumed = 0;  // receive WQEs taken from the RQ ring
     std::uint8_t retry_left = 7;
     std::uint8_t rnr_retry_left = 7;

@@ -181,7 +181,14 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     f.bth.solicited = last && (w.flags & SendFlag::kSolicited) != 0 &&
                       (info.operation == wire::Operation::Send || info.has_immediate);
     if (qp.type == qp::QpType::Rc) {
-        f.bth.ack_req = last || (index + 1) % config_.ack_request_every == 0;
+        // Ask for an ACK on every last packet, every ack_request_every
+        // packets (or every half window, when the window is smaller), and on
+        // the packet that fills the window: the ACK is what opens it again.
+        const std::uint32_t window = qp.window.packets();
+        const std::uint32_t every = std::max<std::uint32_t>(std::min(config_.ack_request_every, window / 2), 1);
+        const bool fills_window =
+            distance(f.bth.psn, qp.unacked) + 1 >= static_cast<std::int32_t>(window);
+        f.bth.ack_req = last || (index + 1) % every == 0 || fills_window;
     }
     if (info.has(wire::Ext::Deth)) {
         // IBA 10.2.4: a Q_Key with the high bit set means "use the QP's own".
@@ -192,7 +199,12 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     if (info.has(wire::Ext::Reth)) {
         f.ext.reth.va = w.remote_addr + offset;
         f.ext.reth.rkey = w.rkey;
-        f.ext.reth.dma_length = static_cast<std::uint32_t>(w.length - std::min(w.length, offset));
+        std::uint64_t length = w.length - std::min(w.length, offset);
+        if (w.opcode == WrOpcode::RdmaRead && qp.type == qp::QpType::Rc) {
+            // A READ longer than the window is asked for in parts (docs/congestion.md).
+            length = std::min<std::uint64_t>(length, std::uint64_t{read_part(qp, w)} * qp.mtu);
+        }
+        f.ext.reth.dma_length = static_cast<std::uint32_t>(length);
     }
     if (info.has(wire::Ext::AtomicEth)) {
         f.ext.atomic_eth.va = w.remote_addr;
@@ -225,10 +237,51 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
         }
     }
     send_frame(qp, f, payload, now);
+    note_sent(qp, w, f.bth.psn);
     if (qp.type == qp::QpType::Rc && !qp.retransmit_at) {
         qp.restart_retransmit_timer(now);
     }
     return true;
+}
+
+bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
+    if (w.opcode == WrOpcode::RdmaRead) {
+        if (qp.sent_packets > w.received) {
+            return false;  // a part of this READ is still coming: one part at a time
+        }
+        // Each part is a READ request of its own and takes one of the
+        // responder's max_dest_rd_atomic resources, oldest first. Parts go
+        // only once every older READ has all its responses, so they never
+        // push out the resource of a READ that may still be asked for again.
+        if (read_part(qp, w) < w.packets - qp.sent_packets && older_read_outstanding(qp, w)) {
+            return false;
+        }
+    }
+    const wire::Psn psn = w.first_psn + qp.sent_packets;
+    const std::int32_t in_flight = distance(psn, qp.unacked);
+    if (in_flight <= 0) {
+        return true;  // nothing unacknowledged: one packet (or one READ part) always goes
+    }
+    return static_cast<std::uint32_t>(in_flight) < qp.window.packets();
+}
+
+bool Engine::older_read_outstanding(const QueuePair& qp, const SendWqe& w) const {
+    const std::uint32_t mask = qp.sq.entries() - 1;
+    for (std::uint32_t i = qp.retired; &qp.wqes[i & mask] != &w; ++i) {
+        const SendWqe& older = qp.wqes[i & mask];
+        if (older.opcode == WrOpcode::RdmaRead && !older.done) {
+            return true;
+        }
+    }
+    return false;
+}
+
+std::uint32_t Engine::read_part(const QueuePair& qp, const SendWqe& w) const {
+    const std::uint32_t rest = w.packets - qp.sent_packets;
+    const std::int32_t in_flight = std::max(distance(w.first_psn + qp.sent_packets, qp.unacked), 0);
+    const std::uint32_t window = qp.window.packets();
+    const std::uint32_t room = window > static_cast<std::uint32_t>(in_flight) ? window - in_flight : 1;
+    return std::min(rest, room);
 }
 
 bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
@@ -253,7 +306,7 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
         return worked;
     }
     std::uint32_t budget = config_.packets_per_poll;
-    while (budget > 0 && qp.sending != qp.fetched && qp.attr.state != qp::QpState::Err) {
+    while (budget > 0 && qp.sending != qp.fetched && qp.attr.state != qp::QpState::Err && !tx_blocked()) {
         SendWqe& w = qp.wqe(qp.sending);
         if (!w.started) {
             if (qp.attr.state == qp::QpState::Sqd) {
@@ -263,21 +316,32 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
                 break;
             }
         }
-        if (w.done && w.packets == 0) {  // local operation, or failed
+        if (w.done) {  // local operation, failed, or a READ whose responses all came
             ++qp.sending;
             qp.sent_packets = 0;
             worked = true;
             continue;
         }
-        if (qp.type == qp::QpType::Rc &&
-            distance(w.first_psn + qp.sent_packets, qp.unacked) >= static_cast<std::int32_t>(config_.send_window)) {
+        if (w.opcode == WrOpcode::RdmaRead) {
+            // A replay may bring more than the part asked for: ask from the
+            // first response not received.
+            qp.sent_packets = std::max(qp.sent_packets, w.received);
+        }
+        if (qp.type == qp::QpType::Rc && !window_allows(qp, w)) {
             break;  // window full: wait for ACKs
         }
+        const std::uint32_t part = w.opcode == WrOpcode::RdmaRead ? read_part(qp, w) : 1;
         if (!send_packet(qp, w, now)) {
             break;
         }
         --budget;
         worked = true;
+        if (w.opcode == WrOpcode::RdmaRead && qp.type == qp::QpType::Rc) {
+            qp.sent_packets += part;
+            if (qp.sent_packets < w.packets) {
+                continue;  // the next part when this one has come
+            }
+        }
         if (w.is_read_or_atomic()) {
             w.last_sent = true;
             ++qp.sending;
@@ -361,16 +425,28 @@ void Engine::requester_timers(QueuePair& qp, Clock::time_point now) {
         return;
     }
     ++counters_.timeouts;
-    // rdma_rxe treats retry_cnt 7 as "retry forever" (roce-wire.md); so do we.
-    if (qp.retry_left == 0 && qp.attr.retry_cnt != 7) {
+    // IBA 9.7.6.1.3: retry_cnt retries (7 included: only rnr_retry 7 means
+    // forever; rdma_rxe retries forever at 7 as well, see docs/congestion.md),
+    // then RETRY_EXC_ERR. The timer does not back off: the time to the
+    // error stays (retry_cnt + 1) local ACK timeouts after the last
+    // progress. What backs off is the volume: the window drops to one packet.
+    if (qp.retry_left == 0) {
         complete_wqe_error(qp, *oldest, WcStatus::RetryExcErr, now);
         return;
     }
-    if (qp.attr.retry_cnt != 7) {
-        --qp.retry_left;
-    }
+    --qp.retry_left;
+    qp.window.on_timeout(qp.sent_high);
     rewind_to(qp, qp.unacked);
     qp.restart_retransmit_timer(now);
+}
+
+void Engine::note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn) {
+    if (psn < qp.sent_high) {
+        ++counters_.retransmitted_packets;
+        return;
+    }
+    // A READ request stands for the PSNs of all the responses it asks for.
+    qp.sent_high = (w.opcode == WrOpcode::RdmaRead ? psn + (read_part(qp, w) - 1) : psn) + 1;
 }
 
 void Engine::flush_send_queue(QueuePair& qp) {

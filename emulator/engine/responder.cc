@@ -347,8 +347,9 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
                 }
                 return;  // too old to replay: the requester will time out
             }
-            // SEND or WRITE seen before: acknowledge what we have.
-            send_ack(qp, ack_syndrome(), qp.epsn - 1, now);
+            // SEND or WRITE seen before: acknowledge what we have (with the
+            // poll's coalesced ACK: a go-back-N burst of duplicates gets one).
+            qp.ack_pending = true;
             return;
         }
         qp.sequence_nak_sent = false;
@@ -596,7 +597,7 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
 
 void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
     std::uint32_t budget = config_.packets_per_poll;
-    while (budget > 0 && !qp.pending_reads.empty()) {
+    while (budget > 0 && !qp.pending_reads.empty() && !tx_blocked()) {
         PendingRead& pr = qp.pending_reads.front();
         const ResponderResource& r = qp.resources[pr.resource];
         wire::PacketFields f;
@@ -654,12 +655,11 @@ void Engine::responder_poll(QueuePair& qp, Clock::time_point now) {
         flush_receive_queue(qp);
         return;
     }
-    if (qp.ack_pending) {
+    // A port that refuses frames gets no new ones; the coalesced ACK waits
+    // (and then covers more).
+    if (qp.ack_pending && !tx_blocked()) {
         qp.ack_pending = false;
         send_ack(qp, ack_syndrome(), qp.epsn - 1, now);
-    }
-    if (!qp.pending_reads.empty()) {
-        send_read_responses(qp, now);
     }
 }
 

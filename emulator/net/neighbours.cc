@@ -86,9 +86,9 @@ std::optional<Clock::time_point> Neighbours::next_deadline() const {
 
 void Neighbours::note_deadline(Clock::time_point t) { next_deadline_ = std::min(next_deadline_, t); }
 
-void Neighbours::send_frame(std::span<std::uint8_t> frame, const wire::MacAddr& dst) {
+bool Neighbours::send_frame(std::span<std::uint8_t> frame, const wire::MacAddr& dst) {
     std::memcpy(frame.data(), dst.data(), dst.size());
-    port_.send(frame);
+    return port_.send(frame);
 }
 
 // ---- receiving -------------------------------------------------------------
@@ -375,30 +375,27 @@ std::optional<wire::Gid> Neighbours::source_for(std::span<const std::uint8_t> fr
     return std::nullopt;
 }
 
-void Neighbours::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) {
+bool Neighbours::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) {
     if (frame.size() < sizeof(wire::EthHdr)) {
-        return;
+        return true;  // nothing to send: taken, as far as the caller can do anything about it
     }
     if (!port_.has_wire() || is_ours(dst)) {
-        send_frame(frame, our_mac_);
-        return;
+        return send_frame(frame, our_mac_);
     }
     if (const auto group = group_mac(dst)) {
-        send_frame(frame, *group);
-        return;
+        return send_frame(frame, *group);
     }
     auto it = table_.find(dst);
     if (it != table_.end() && it->second.state != State::Incomplete) {
         it->second.used_since_confirmed = true;
         mark_used(it->second, now);
-        send_frame(frame, it->second.mac);
-        return;
+        return send_frame(frame, it->second.mac);
     }
     if (it == table_.end()) {
         const auto source = source_for(frame, dst);
         if (!source || (table_.size() >= config_.max_entries && !make_room(now))) {
             counters_.no_entry_dropped += 1;
-            return;
+            return true;
         }
         it = table_.emplace(dst, Entry{}).first;
         it->second.source = *source;
@@ -412,6 +409,7 @@ void Neighbours::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Cl
     }
     e.queue.emplace_back(frame.begin(), frame.end());
     counters_.frames_queued += 1;
+    return true;
 }
 
 void Neighbours::send_request(const wire::Gid& ip, Entry& e, Clock::time_point now) {

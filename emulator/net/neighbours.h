@@ -123,7 +123,10 @@ public:
     // fills it in and sends at once, or keeps a copy until the peer answers.
     // Ports without a wire (loopback) send everything to our own MAC; so do
     // frames to our own addresses. Multicast goes to the mapped group MAC.
-    void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now);
+    // False only when the port refused the frame (its transmit queue is
+    // full): the caller still has it and may offer it again. A frame kept for
+    // a peer being resolved, or dropped for want of an entry, counts as taken.
+    bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now);
 
     // Repeats requests, expires and re-probes entries, gives up on peers that
     // do not answer. Cheap when nothing is due.
@@ -181,7 +184,7 @@ private:
     // Removes an entry (from learned_ too); the next one.
     Table::iterator forget(Table::iterator it);
     void send_request(const wire::Gid& ip, Entry& e, Clock::time_point now);
-    void send_frame(std::span<std::uint8_t> frame, const wire::MacAddr& dst);
+    bool send_frame(std::span<std::uint8_t> frame, const wire::MacAddr& dst);
     [[nodiscard]] bool addressed_to_us(const wire::MacAddr& eth_dst) const;
     [[nodiscard]] std::optional<wire::Gid> source_for(std::span<const std::uint8_t> frame,
                                                       const wire::Gid& dst) const;

@@ -5,8 +5,10 @@
 // Receive: receive() fills up to frames.size() RxFrames; each frame's bytes
 // stay valid until release() is called for it. Send: send() copies the frame
 // into the port's transmit queue (false when the queue is full: the frame is
-// dropped and counted, as a NIC would); flush() hands queued frames to the
-// wire. The engine calls flush() once per poll iteration.
+// refused and counted in tx_dropped; the caller still has it and the engine
+// offers it again later); flush() hands queued frames to the wire. What the
+// wire does not take at once stays queued for the next flush (tx_pending()).
+// The engine calls flush() once per poll iteration.
 #pragma once
 
 #include <cstddef>
@@ -27,7 +29,7 @@ struct PortCounters {
     std::uint64_t rx_bytes = 0;
     std::uint64_t tx_frames = 0;
     std::uint64_t tx_bytes = 0;
-    std::uint64_t tx_dropped = 0;  // queue full or no buffer
+    std::uint64_t tx_dropped = 0;  // refused by send(): queue full, no buffer, bad size
 };
 
 class Port {
@@ -49,6 +51,9 @@ public:
     // An fd that becomes readable when frames arrive, or -1 when the port
     // cannot tell (then the daemon naps briefly instead of sleeping).
     [[nodiscard]] virtual int rx_wait_fd() const { return -1; }
+    // Frames flush() could not hand to the wire yet (the NIC took a burst
+    // only in part); they go at the next flush().
+    [[nodiscard]] virtual bool tx_pending() const { return false; }
 
     [[nodiscard]] virtual PortCounters counters() const = 0;
 };

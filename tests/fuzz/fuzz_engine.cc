@@ -193,7 +193,7 @@ class Sink : public engine::FrameSink {
 public:
     static constexpr std::size_t kKept = 64;
 
-    void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point) override {
+    bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point) override {
         const wire::ParseResult r = wire::parse_and_verify(frame);
         require(r.ok());
         const wire::Gid src = r.packet.src_gid();
@@ -203,6 +203,7 @@ public:
             frames.pop_front();
         }
         frames.emplace_back(frame.begin(), frame.end());
+        return true;
     }
 
     std::deque<std::vector<std::uint8_t>> frames;

@@ -54,6 +54,8 @@ constexpr Field<uroce_stats_engine> kEngine[] = {
     {"bad_wqes", &uroce_stats_engine::bad_wqes},
     {"cq_overruns", &uroce_stats_engine::cq_overruns},
     {"dma_faults", &uroce_stats_engine::dma_faults},
+    {"retransmitted_packets", &uroce_stats_engine::retransmitted_packets},
+    {"tx_deferred", &uroce_stats_engine::tx_deferred},
 };
 constexpr Field<uroce_stats_frames> kFrames[] = {
     {"rx_roce", &uroce_stats_frames::rx_roce},

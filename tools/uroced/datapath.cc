@@ -80,7 +80,8 @@ bool Datapath::poll(engine::Clock::time_point now) {
     worked |= engine_->poll(now);
     neighbours_.poll(now);
     port_.flush();
-    return worked || !to_self_.empty();
+    // Frames the port still holds (a short transmit burst) keep the loop busy.
+    return worked || !to_self_.empty() || port_.tx_pending();
 }
 
 bool Datapath::receive_own_frames(engine::Clock::time_point now) {
@@ -116,14 +117,17 @@ std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
     return std::min(*a, *b);
 }
 
-void Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) {
+bool Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) {
     if (port_.has_wire() && neighbours_.is_ours(dst) && frame.size() >= sizeof(wire::EthHdr)) {
         const wire::MacAddr ours = port_.mac();
         std::memcpy(frame.data(), ours.data(), ours.size());  // Ethernet destination first, as on the wire
         to_self_.emplace_back(frame.begin(), frame.end());
-        return;
+        return true;
     }
-    neighbours_.send_ip(frame, dst, now);
+    // A frame too long for the port is refused for good (counted in the
+    // port's tx_dropped): the engine must not hold it, waiting for room.
+    const bool can_ever_go = frame.size() <= port_.max_frame();
+    return neighbours_.send_ip(frame, dst, now) || !can_ever_go;
 }
 
 dma::ClientMemory* Datapath::memory_of(std::uint32_t client) {

@@ -103,7 +103,7 @@ public:
     }
 
     // engine::FrameSink
-    void send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
+    bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
 
 private:
     dma::ClientMemory* memory_of(std::uint32_t client);

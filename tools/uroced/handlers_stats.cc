@@ -34,6 +34,8 @@ uroce_stats_engine engine_stats(const engine::EngineCounters& e) {
     s.bad_wqes = e.bad_wqes;
     s.cq_overruns = e.cq_overruns;
     s.dma_faults = e.dma_faults;
+    s.retransmitted_packets = e.retransmitted_packets;
+    s.tx_deferred = e.tx_deferred;
     return s;
 }
 

@@ -10,6 +10,9 @@ work rather than by a clock; the bandwidth tests run 4 QPs (-q 4). A run
 passes when both sides exit 0 and the client prints its result row for the
 requested size and iteration count with a positive bandwidth and message
 rate (bandwidth tests) or ordered, positive latencies (latency tests).
+Across the veth, ib_write_bw also runs with 256 QPs, against 8 QPs moving the
+same bytes (MANY_QPS_MIN_RATIO); the same for ib_read_bw is skipped
+(docs/congestion.md, "Known limits").
 perftest does not check the data it moves: byte_check does.
 """
 
@@ -30,6 +33,18 @@ BW_QPS = 4
 BW_SIZES = {64: 1000, 4096: 1000, 65536: 500, 1 << 20: 50}
 LAT_SIZES = {2: 1000, 4096: 1000, 1 << 20: 50}
 ATOMIC_ITERS = 1000
+
+# Many QPs (docs/congestion.md): 256 QPs must share the wire about as well as
+# 8 do. Both runs move the same bytes (64 KiB messages, 2560 in all); the
+# 256-QP run must reach MANY_QPS_MIN_RATIO of the 8-QP run's bandwidth. On an
+# idle machine it reaches 0.7 to 0.9; the test leaves room for a busy CI
+# machine (0.38 seen with other suites running), while still catching the
+# collapse it guards against (0.06 for WRITE; READ never finished).
+MANY_QPS = 256
+FEW_QPS = 8
+MANY_QPS_SIZE = 65536
+MANY_QPS_MESSAGES = 2560
+MANY_QPS_MIN_RATIO = 0.25
 ATOMICS = ["FETCH_AND_ADD", "CMP_AND_SWAP"]
 
 BW_TOOLS = ["ib_write_bw", "ib_read_bw", "ib_send_bw"]
@@ -71,6 +86,25 @@ class PerftestTests(unittest.TestCase):
         self.assertGreater(row[bw_key], 0.0, detail)
         self.assertGreater(row["MsgRate[Mpps]"], 0.0, detail)
 
+    def bw_of(self, tool, size, iters, qps):
+        row, detail = self.run_case(tool, size, iters, ["-q", str(qps)], qps=qps)
+        bw_key = next((k for k in row if k.startswith("BW average")), None)
+        self.assertIsNotNone(bw_key, f"no BW average column: {row}\n{detail}")
+        return row[bw_key]
+
+    def check_many_qps(self, tool):
+        if self.topo.kind != "veth":
+            # One daemon at both ends of every QP is another problem than many
+            # QPs sharing a wire (docs/congestion.md, "Known limits").
+            self.skipTest("many QPs are measured across the veth")
+        few = self.bw_of(tool, MANY_QPS_SIZE, MANY_QPS_MESSAGES // FEW_QPS, FEW_QPS)
+        many = self.bw_of(tool, MANY_QPS_SIZE, MANY_QPS_MESSAGES // MANY_QPS, MANY_QPS)
+        sys.stderr.write(f"    {tool}: -q {FEW_QPS} {few:.2f} MB/s, -q {MANY_QPS} {many:.2f} MB/s, "
+                         f"ratio {many / few if few > 0 else 0:.2f}\n")
+        self.assertGreater(few, 0.0)
+        self.assertGreaterEqual(many, MANY_QPS_MIN_RATIO * few,
+                                f"{MANY_QPS} QPs reached {many:.2f} MB/s, {FEW_QPS} QPs {few:.2f} MB/s")
+
     def check_lat(self, tool, size, iters, extra=()):
         row, detail = self.run_case(tool, size, iters, extra)
         t_min, t_avg, t_max = row.get("t_min[usec]"), row.get("t_avg[usec]"), row.get("t_max[usec]")
@@ -93,6 +127,14 @@ for _atomic in ATOMICS:
                                                                             ["-A", a]))
     add(f"test_ib_atomic_lat_{_atomic}", lambda self, a=_atomic: self.check_lat("ib_atomic_lat", 8, ATOMIC_ITERS,
                                                                               ["-A", a]))
+
+
+add(f"test_ib_write_bw_{MANY_QPS}qps", lambda self: self.check_many_qps("ib_write_bw"))
+# Completes in some runs (0.71 of -q 8 measured) and ends in RETRY_EXC_ERR in
+# others: docs/congestion.md, "Known limits". Kept, skipped, until it is reliable.
+add(f"test_ib_read_bw_{MANY_QPS}qps", unittest.skip("256-QP READs can still end in RETRY_EXC_ERR: "
+                                                   "docs/congestion.md, Known limits")(
+    lambda self: self.check_many_qps("ib_read_bw")))
 
 
 def make_suite(topo):

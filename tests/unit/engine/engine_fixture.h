@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
+
 #include "engine_harness.h"
 #include "mr/access_flags.h"
 
@@ -86,8 +88,15 @@ protected:
     }
 
     void step() {
-        auto batch = std::move(wire_.in_flight);
-        wire_.in_flight.clear();
+        std::deque<std::pair<int, std::vector<std::uint8_t>>> batch;
+        if (wire_.in_flight.size() <= wire_.deliver_per_step) {
+            batch = std::move(wire_.in_flight);
+            wire_.in_flight.clear();
+        } else {
+            const auto end = wire_.in_flight.begin() + static_cast<std::ptrdiff_t>(wire_.deliver_per_step);
+            std::move(wire_.in_flight.begin(), end, std::back_inserter(batch));
+            wire_.in_flight.erase(wire_.in_flight.begin(), end);
+        }
         for (auto& [dest, frame] : batch) {
             const wire::ParseResult r = wire::parse_frame(frame);
             if (r.ok()) {

@@ -58,11 +58,18 @@ inline RingMemory make_cq(std::uint32_t entries) {
 class Node;
 
 // The wire: frames from one node are delivered to the other; a filter may
-// drop (return 0) or duplicate (return 2) each frame.
+// drop (return 0) or duplicate (return 2) each frame. `refuse` plays a port
+// whose transmit queue is full: a frame it returns true for is not taken
+// (the sender, node 0 or 1, keeps it).
 class Wire {
 public:
     std::function<int(std::span<const std::uint8_t> frame)> filter;
+    std::function<bool(int sender, std::span<const std::uint8_t> frame)> refuse;
+    std::uint64_t refused = 0;
     std::deque<std::pair<int, std::vector<std::uint8_t>>> in_flight;  // (destination node, frame)
+    // Frames the wire carries per step of the fixture (a rate limit); the
+    // rest wait in in_flight.
+    std::size_t deliver_per_step = SIZE_MAX;
     std::uint64_t delivered = 0;
     std::uint64_t dropped = 0;
 };
@@ -70,7 +77,11 @@ public:
 class NodeSink : public FrameSink {
 public:
     NodeSink(Wire& wire, int peer) : wire_(wire), peer_(peer) {}
-    void send_ip(std::span<std::uint8_t> frame, const wire::Gid&, Clock::time_point) override {
+    bool send_ip(std::span<std::uint8_t> frame, const wire::Gid&, Clock::time_point) override {
+        if (wire_.refuse && wire_.refuse(1 - peer_, frame)) {
+            ++wire_.refused;
+            return false;
+        }
         int copies = wire_.filter ? wire_.filter(frame) : 1;
         if (copies == 0) {
             ++wire_.dropped;
@@ -78,6 +89,7 @@ public:
         for (int i = 0; i < copies; ++i) {
             wire_.in_flight.emplace_back(peer_, std::vector<std::uint8_t>(frame.begin(), frame.end()));
         }
+        return true;
     }
 
 private:
