@@ -569,6 +569,11 @@ std::size_t MrTable::destroy_owner(std::uint32_t owner) {
             ++destroyed;
         }
     }
+    // The retired descriptors hold the owner's address space, and with it the
+    // /proc/<pid>/maps its HELLO carried: free them now rather than once a
+    // thousand more are pending (retire()), so a departed client's files
+    // close with it and a churn of short-lived clients cannot pile them up.
+    epoch_.synchronize();
     return destroyed;
 }
 

@@ -18,16 +18,21 @@
 //   - map a memfd the daemon passed back (CQ, QP and SRQ rings, relaxed
 //     pools) and scribble into it, or truncate it;
 //   - run the data path (the engine reads the scribbled rings);
-//   - set up, in one action of a few bytes, a PD, a CQ, an MR over the arena
-//     and an RC, UC or UD QP connected to itself in RTS, so that scribbled
-//     WQEs make the engine move data.
+//   - set up, in one action of a few bytes, a HELLO with this process's
+//     files, a PD, a CQ, an MR over the arena and an RC, UC or UD QP
+//     connected to itself in RTS, so that scribbled WQEs make the engine
+//     move data.
 // Memory registrations point into an arena of this process, so the engine's
-// DMA, which reaches "the client" (this process) through process_vm_*,
-// lands in the arena and never in the fuzzer's own heap.
+// DMA, which reaches "the client" (this process) through the /proc/self/mem
+// its HELLO carried, lands in the arena and never in the fuzzer's own heap.
+// A HELLO mostly carries that file and /proc/self/maps, as abi/control.h
+// requires (without them no registration of client memory succeeds), and
+// sometimes a wrong set the daemon must refuse.
 //
 // After every input all clients disconnect, and these must hold, or the
 // target traps (libFuzzer keeps the input as a reproducer):
-//   - a fresh client gets answers to HELLO and STATUS;
+//   - a fresh client's HELLO with this process's files succeeds, and its
+//     STATUS is answered;
 //   - STATUS counts that one client and no object at all: everything the
 //     closed clients owned is gone;
 //   - the process holds the same close-on-exec fds as before the first
@@ -397,20 +402,60 @@ int make_fd(FdKind kind, FuzzedDataProvider& in, const Client& c) {
     return -1;
 }
 
-// Sends `msg` with zero, one or two fds attached.
-void send_request(Client& c, const std::vector<std::uint8_t>& msg, FdKind kind, FuzzedDataProvider& in) {
+// Zero, one or two fds of `kind` (the caller closes them).
+std::vector<int> make_fds(FdKind kind, FuzzedDataProvider& in, const Client& c) {
     std::vector<int> fds;
     if (kind == FdKind::Two) {
         fds = {make_fd(FdKind::Eventfd, in, c), make_fd(FdKind::Memfd, in, c)};
-    } else if (const int f = make_fd(kind, in, c); f >= 0) {
-        fds = {f};
+    } else {
+        fds = {make_fd(kind, in, c)};
     }
     std::erase(fds, -1);
+    return fds;
+}
+
+// What a HELLO carries. abi/control.h wants this process's /proc/self/mem,
+// opened read-write, then its /proc/self/maps: without them the client's
+// memory is unreachable and every registration of it fails, so a HELLO
+// mostly carries them; the other sets are ones the daemon must refuse
+// (EINVAL), and Fuzzed attaches what any other request may.
+enum class HelloFiles : std::uint8_t { Own, Swapped, MemReadOnly, OnlyMem, MapsTwice, Fuzzed, kMaxValue = Fuzzed };
+
+std::vector<int> process_files(HelloFiles which) {
+    const auto mem = [](int mode) { return ::open("/proc/self/mem", mode | O_CLOEXEC); };
+    const auto maps = [] { return ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC); };
+    std::vector<int> fds;  // braced lists evaluate left to right: the order is the one written
+    switch (which) {
+        case HelloFiles::Own:
+            fds = {mem(O_RDWR), maps()};
+            break;
+        case HelloFiles::Swapped:
+            fds = {maps(), mem(O_RDWR)};
+            break;
+        case HelloFiles::MemReadOnly:
+            fds = {mem(O_RDONLY), maps()};
+            break;
+        case HelloFiles::OnlyMem:
+            fds = {mem(O_RDWR)};
+            break;
+        case HelloFiles::MapsTwice:
+            fds = {maps(), maps()};
+            break;
+        case HelloFiles::Fuzzed:
+            break;
+    }
+    std::erase(fds, -1);
+    return fds;
+}
+
+// Sends `msg` with `fds` attached (at most two), then closes them. False
+// when the datagram did not go out whole.
+bool send_request(Client& c, const std::vector<std::uint8_t>& msg, std::vector<int> fds) {
     if (tracing()) {
         const auto* h = msg.size() >= sizeof(uroce_ctrl_hdr) ? reinterpret_cast<const uroce_ctrl_hdr*>(msg.data())
                                                              : nullptr;
-        std::fprintf(stderr, "  client fd %d: %zu bytes, op %d, %zu fds (kind %d)\n", c.fd, msg.size(),
-                     h != nullptr ? h->op : -1, fds.size(), static_cast<int>(kind));
+        std::fprintf(stderr, "  client fd %d: %zu bytes, op %d, %zu fds\n", c.fd, msg.size(),
+                     h != nullptr ? h->op : -1, fds.size());
     }
     iovec iov{const_cast<std::uint8_t*>(msg.data()), msg.size()};
     msghdr mh{};
@@ -426,10 +471,11 @@ void send_request(Client& c, const std::vector<std::uint8_t>& msg, FdKind kind, 
         m->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
         std::memcpy(CMSG_DATA(m), fds.data(), sizeof(int) * fds.size());
     }
-    [[maybe_unused]] const ssize_t sent = ::sendmsg(c.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = ::sendmsg(c.fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     for (int f : fds) {
         ::close(f);
     }
+    return sent == static_cast<ssize_t>(msg.size());
 }
 
 // ---- building requests ----------------------------------------------------
@@ -629,6 +675,21 @@ std::vector<std::uint8_t> build_request(FuzzedDataProvider& in, const Known& kno
     return msg;
 }
 
+// The fds a fuzzed request carries: a HELLO mostly this process's files
+// (seven times in eight), any request sometimes one or two other fds.
+std::vector<int> fds_for_request(const std::vector<std::uint8_t>& msg, FuzzedDataProvider& in, const Client& c) {
+    const bool hello =
+        msg.size() >= sizeof(uroce_ctrl_hdr) && reply_as<uroce_ctrl_hdr>(msg.data(), msg.size()).op == UROCE_CTRL_HELLO;
+    if (hello) {
+        const auto files = in.ConsumeIntegralInRange<int>(0, 7) != 0 ? HelloFiles::Own : in.ConsumeEnum<HelloFiles>();
+        if (files != HelloFiles::Fuzzed) {
+            return process_files(files);
+        }
+    }
+    const auto kind = in.ConsumeIntegralInRange<int>(0, 3) == 0 ? in.ConsumeEnum<FdKind>() : FdKind::None;
+    return make_fds(kind, in, c);
+}
+
 // ---- shared memory the daemon handed out ----------------------------------
 
 void scribble(Client& c, FuzzedDataProvider& in) {
@@ -682,15 +743,26 @@ void check_daemon_is_clean(Daemon& d) {
     hello.hdr = {UROCE_CTRL_MAGIC, UROCE_CTRL_VERSION, UROCE_CTRL_HELLO, sizeof hello, 1, 0, 0};
     hello.abi_version = UROCE_CTRL_VERSION;
     uroce_ctrl_hdr status{UROCE_CTRL_MAGIC, UROCE_CTRL_VERSION, UROCE_CTRL_STATUS, sizeof(uroce_ctrl_hdr), 2, 0, 0};
-    for (const auto& [msg, len] : {std::pair<const void*, std::size_t>{&hello, sizeof hello}, {&status, sizeof status}}) {
-        if (::send(c.fd, msg, len, MSG_NOSIGNAL) != static_cast<ssize_t>(len)) {
+    const std::vector<int> files = process_files(HelloFiles::Own);
+    if (files.size() != 2) {
+        fail("cannot open /proc/self/mem and /proc/self/maps");
+    }
+    const auto ask = [&](const void* msg, std::size_t len, std::vector<int> fds) {
+        const auto* bytes = static_cast<const std::uint8_t*>(msg);
+        if (!send_request(c, std::vector<std::uint8_t>(bytes, bytes + len), std::move(fds))) {
             fail("cannot send to the daemon");
         }
         d.settle();
         if (!drain_replies(c, &reply)) {
             fail("the daemon did not answer a valid request");
         }
+    };
+    ask(&hello, sizeof hello, files);
+    if (reply.size() != sizeof(uroce_ctrl_hello_reply) ||
+        reply_as<uroce_ctrl_hdr>(reply.data(), reply.size()).status != 0) {
+        fail("the daemon refused a HELLO with this process's own files");
     }
+    ask(&status, sizeof status, {});
     if (reply.size() != sizeof(uroce_ctrl_status_reply)) {
         fail("STATUS reply of the wrong size");
     }
@@ -708,11 +780,12 @@ void check_daemon_is_clean(Daemon& d) {
 
 // ---- a connected QP in few bytes --------------------------------------------
 
-// Sends `msg` on `c`, lets the daemon answer, takes the reply.
-void call(Daemon& d, Client& c, std::vector<std::uint8_t> msg, std::uint16_t op, std::uint32_t seq) {
+// Sends `msg` (with `fds`) on `c`, lets the daemon answer, takes the reply.
+void call(Daemon& d, Client& c, std::vector<std::uint8_t> msg, std::uint16_t op, std::uint32_t seq,
+          std::vector<int> fds = {}) {
     auto* h = as<uroce_ctrl_hdr>(msg);
     *h = {UROCE_CTRL_MAGIC, UROCE_CTRL_VERSION, op, static_cast<std::uint32_t>(msg.size()), seq, 0, 0};
-    [[maybe_unused]] const ssize_t sent = ::send(c.fd, msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    send_request(c, msg, std::move(fds));
     d.settle();
     drain_replies(c);
 }
@@ -763,6 +836,10 @@ std::vector<std::uint8_t> modify_step(std::uint32_t qpn, ibv_qp_type type, ibv_q
 // itself and moved to RTS: the state where scribbled WQEs make the engine
 // move data. Each step is a real request; a failing one ends the kit.
 void connected_qp(Daemon& d, Client& c, FuzzedDataProvider& in, std::uint32_t& seq) {
+    // The client's memory reachable first (EALREADY if it already is).
+    std::vector<std::uint8_t> hello(sizeof(uroce_ctrl_hello), 0);
+    as<uroce_ctrl_hello>(hello)->abi_version = UROCE_CTRL_VERSION;
+    call(d, c, hello, UROCE_CTRL_HELLO, ++seq, process_files(HelloFiles::Own));
     call(d, c, std::vector<std::uint8_t>(sizeof(uroce_ctrl_hdr)), UROCE_CTRL_ALLOC_PD, ++seq);
     std::vector<std::uint8_t> cq(sizeof(uroce_ctrl_create_cq), 0);
     as<uroce_ctrl_create_cq>(cq)->cqe = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
@@ -834,14 +911,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 break;
             case Action::Request: {
                 const std::vector<std::uint8_t> msg = build_request(in, c.known, ++seq);
-                const auto kind = in.ConsumeIntegralInRange<int>(0, 3) == 0 ? in.ConsumeEnum<FdKind>() : FdKind::None;
-                send_request(c, msg, kind, in);
+                send_request(c, msg, fds_for_request(msg, in, c));
                 break;
             }
             case Action::Raw: {
                 const std::vector<std::uint8_t> msg =
                     in.ConsumeBytes<std::uint8_t>(in.ConsumeIntegralInRange<std::size_t>(0, UROCE_CTRL_MAX_MESSAGE + 1));
-                send_request(c, msg, FdKind::None, in);
+                send_request(c, msg, {});
                 break;
             }
             case Action::Scribble:

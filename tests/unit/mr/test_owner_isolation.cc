@@ -2,10 +2,14 @@
 // destroy_owner cleans up everything a departed client left.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 #include <optional>
 
+#include "mr/address_space.h"
 #include "mr/relaxed_client.h"
 #include "mr_test_util.h"
 
@@ -196,6 +200,27 @@ TEST(PdTableTest, AllocDeallocAndBusy) {
     EXPECT_EQ(pds.destroy_owner(kOwner), 2u);
     EXPECT_EQ(pds.count(), 1u);
     EXPECT_TRUE(pds.owned_by(c.pd, kOtherOwner));
+}
+
+// A departed owner's descriptors, the live ones and those retired while it
+// was there, hold its address space and through it the /proc/<pid>/maps its
+// HELLO carried: destroy_owner frees them at once, not once a thousand other
+// descriptors are pending (fuzz_control found the file outliving its client).
+TEST_F(Owners, DestroyOwnerReleasesItsAddressSpaceAtOnce) {
+    auto space = std::make_shared<const ProcessAddressSpace>(ProcessAddressSpace::open_maps(::getpid()));
+    const std::weak_ptr<const AddressSpace> watch = space;
+    RegRequest r = make_req(pd, buf, 4096, kFull);
+    r.address_space = std::move(space);
+    const Registered kept = table.reg_mr(r);
+    const Registered dropped = table.reg_mr(r);
+    ASSERT_EQ(kept.error, 0);
+    ASSERT_EQ(dropped.error, 0);
+    ASSERT_EQ(table.dereg_mr(dropped.lkey, kOwner), 0);  // retired, owner still there
+    r.address_space.reset();
+    ASSERT_FALSE(watch.expired()) << "the live MR holds it";
+
+    EXPECT_EQ(table.destroy_owner(kOwner), 1u);
+    EXPECT_TRUE(watch.expired()) << "a retired descriptor still holds the departed owner's address space";
 }
 
 TEST_F(Owners, PdDeallocIsBusyWhileAnyObjectUsesIt) {
