@@ -72,11 +72,6 @@ std::size_t Device::close_client(std::uint32_t client) {
     }
     std::size_t n = queues_->destroy_owner(client);
     n += mrs_->destroy_owner(client);
-    // The client's MR descriptors hold its address space, and with it the
-    // maps file it handed over: reclaim them now (the daemon's one thread is
-    // inside no epoch guard here) instead of when 1024 more are retired, so
-    // a departed client leaves no descriptor open behind it.
-    mrs_->epoch().synchronize();
     n += pds_.destroy_owner(client);
     ++counters_.clients_closed;
     counters_.objects_reclaimed += n;
