@@ -22,6 +22,27 @@ from uroce_control import (ALLOC_PD, CREATE_RELAXED_POOL, FLUSH_RELAXED, HDR, MA
 
 UROCED = UROCE = None
 
+
+def sanitizer_preload_env():
+    """The environment for an uninstrumented program (ibv_devinfo) that loads
+    this build's provider: in a sanitizer build the provider needs its
+    runtimes loaded first (LD_PRELOAD), as the provider tests do."""
+    provider = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(UROCED)))),
+                            "verbs_provider", "liburoce-rdmav34.so")
+    env = dict(os.environ)
+    try:
+        out = subprocess.run(["ldd", provider], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return env
+    runtimes = [line.split("=>")[1].split("(")[0].strip() for line in out.splitlines()
+                if "=>" in line and any(f"lib{s}san.so" in line for s in ("a", "ub", "t"))]
+    if runtimes:
+        # `uroce exec` puts its own preload library first; the runtimes still
+        # load before the program's libraries, which is all ASan needs.
+        env["LD_PRELOAD"] = ":".join(runtimes)
+        env["ASAN_OPTIONS"] = "verify_asan_link_order=0:detect_leaks=0"
+    return env
+
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ = 1, 2, 4
 EINVAL = 22
 
@@ -447,7 +468,7 @@ class LifecycleTests(unittest.TestCase):
                 # The other's clients still find the device.
                 self.assertIn(f"uverbs_{name}", node_entries(name))
                 r = subprocess.run([UROCE, "exec", "--state-dir", states[second], "--", "ibv_devinfo", "-d", name],
-                                   capture_output=True, text=True, timeout=30)
+                                   capture_output=True, text=True, timeout=30, env=sanitizer_preload_env())
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                 self.assertIn("PORT_ACTIVE", r.stdout)
                 daemons[second].send_signal(signal.SIGTERM)
