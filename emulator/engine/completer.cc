@@ -1,7 +1,7 @@
 // The completer: what comes back to a requester (IBA 9.7.5.2): ACKs and NAKs
 // (AETH), READ responses and atomic ACKs. It marks WQEs done, restarts the
 // requester at a PSN (go-back-N on a PSN-sequence NAK, RNR waits), and turns
-// NAKs into the work-completion errors of roce-wire.md.
+// NAKs into the work-completion errors docs/wire.md ("Completer") lists.
 #include <algorithm>
 #include <array>
 #include <cstring>

@@ -1,5 +1,5 @@
 // The responder: requests arriving at a QP (IBA 9.7.5.1), checked in the
-// order of roce-wire.md: silent drops first (receive()), then PSN (sequence
+// order of docs/wire.md ("Receiving"): silent drops first (receive()), then PSN (sequence
 // NAK once, duplicates re-ACKed or replayed from saved resources, atomics
 // never executed twice), opcode sequence, QP access, receive WQE (RNR NAK),
 // lengths, rkey; then the data moves and an ACK is due (coalesced: one ACK

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stock libibverbs loads liburoce-rdmav34.so with no kernel RDMA at all.
 
-Builds the sysfs-style tree uroced publishes (docs: rdma-core-provider.md)
+Builds the sysfs-style tree uroced publishes (docs/daemon.md, "What it publishes")
 in a temporary SYSFS_PATH, makes the device node /dev/infiniband/uverbs_uroce0
 (a symlink to /dev/null), then runs the unmodified ibverbs-utils with
 RDMAV_DRIVERS pointing at the plugin and checks what they report: the device
