@@ -55,35 +55,7 @@ static struct ibv_qp* new_rc(struct ibv_pd* pd, struct ibv_cq* cq) {
 }
 
 /* RESET -> INIT -> RTR -> RTS towards `dest` at our own address. */
-static void connect_to(struct ibv_qp* qp, uint32_t dest) {
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    int ok = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0;
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = dest;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.sgid_index = 2;
-    a.ah_attr.grh.hop_limit = 64;
-    ok = ok && ibv_query_gid(qp->context, 1, 2, &a.ah_attr.grh.dgid) == 0;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    ok = ok && ibv_modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0;
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    ok = ok && ibv_modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                 IBV_QP_MAX_QP_RD_ATOMIC) == 0;
-    check(ok, "QP to RTS");
-}
+static void connect_to(struct ibv_qp* qp, uint32_t dest) { connect_rc_to_own_address(qp, dest, 0, 14); }
 
 static void post_recv(struct ibv_qp* qp, struct ibv_mr* mr, int which, uint64_t id) {
     struct ibv_sge sge = {.addr = (uintptr_t)recv_buf[which], .length = MESSAGE, .lkey = mr->lkey};

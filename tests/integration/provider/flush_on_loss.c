@@ -41,36 +41,7 @@ static struct ibv_qp* new_rc(struct ibv_cq* send_cq, struct ibv_cq* recv_cq, str
 /* RESET -> INIT -> RTR -> RTS towards QP 0x123 at our own address
  * (192.0.2.1, GID index 2): nobody answers, and with timeout 31 (2^31 x
  * 4.096 us, hours) nothing is retransmitted or timed out meanwhile. */
-static void to_rts(struct ibv_qp* qp) {
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-    int ok = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0;
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = 0x123;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.port_num = 1;
-    a.ah_attr.grh.sgid_index = 2;
-    a.ah_attr.grh.hop_limit = 64;
-    ok = ok && ibv_query_gid(qp->context, 1, 2, &a.ah_attr.grh.dgid) == 0;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 12;
-    ok = ok && ibv_modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                                 IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) == 0;
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 31;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    ok = ok && ibv_modify_qp(qp, &a,
-                             IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                                 IBV_QP_MAX_QP_RD_ATOMIC) == 0;
-    check(ok, "QP to RTS");
-}
+static void to_rts(struct ibv_qp* qp) { connect_rc_to_own_address(qp, 0x123, IBV_ACCESS_REMOTE_WRITE, 31); }
 
 static void post_sends(struct ibv_qp* qp) {
     for (int i = 0; i < SENDS; ++i) {
