@@ -12,47 +12,18 @@ import mmap
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from uroce_control import Client  # noqa: E402
+from uroce_harness import Daemon as HarnessDaemon  # noqa: E402
 
 UROCED = UROCE = None
 LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ = 1, 2, 4
 EFAULT, EINVAL, EALREADY = 14, 22, 114
 WAIT_SECONDS = 20
-
-
-class Daemon:
-    def __init__(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="uroced-hello-")
-        self.state = self.tmp.name
-        self.log = open(os.path.join(self.state, "uroced.log"), "w+")
-        self.proc = subprocess.Popen([UROCED, "--port", "loopback", "--ip", "192.0.2.3", "--state-dir", self.state],
-                                     stderr=self.log)
-        r = subprocess.run([UROCE, "status", "--state-dir", self.state, "--wait", "20"], capture_output=True,
-                           text=True, timeout=30)
-        if r.returncode != 0:
-            self.stop()
-            raise RuntimeError(f"uroced did not become ready: {r.stderr}")
-        self.socket = os.path.join(self.state, "uroce0.sock")
-
-    def log_text(self):
-        self.log.flush()
-        with open(self.log.name) as f:
-            return f.read()
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
-        self.tmp.cleanup()
 
 
 def address_of(buf):
@@ -61,13 +32,13 @@ def address_of(buf):
 
 class HelloFiles(unittest.TestCase):
     def setUp(self):
-        self.d = Daemon()
-        self.addCleanup(self.d.stop)
+        self.d = HarnessDaemon(UROCED, UROCE, name="uroce0", ip="192.0.2.3")
+        self.addCleanup(self.d.close)
         self.buf = bytearray(8192)
         self.addr = address_of(self.buf)
 
     def client(self):
-        c = Client(self.d.socket)
+        c = Client(os.path.join(self.d.state, "uroce0.sock"))
         self.addCleanup(c.close)
         return c
 
