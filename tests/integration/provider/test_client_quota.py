@@ -11,14 +11,14 @@ Exit 77 (skipped) when the device node cannot be made (not root).
 import errno
 import os
 import re
-import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from uroce_control import Client  # noqa: E402
+from uroce_harness import Daemon as HarnessDaemon  # noqa: E402
 
 UROCED = UROCE = BIN = None
 SKIP = 77
@@ -27,21 +27,10 @@ NODE = "/dev/infiniband/uverbs_uroce0"
 
 class CqFlood(unittest.TestCase):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="uroce-quota-")
-        self.state = self.tmp.name
-        self.log = open(os.path.join(self.state, "uroced.log"), "w+")
-        self.proc = subprocess.Popen([UROCED, "--port", "loopback", "--ip", "192.0.2.1", "--state-dir", self.state],
-                                     stderr=self.log)
-        r = subprocess.run([UROCE, "status", "--state-dir", self.state, "--wait", "20"], capture_output=True,
-                           text=True, timeout=30)
-        self.assertEqual(r.returncode, 0, r.stderr)
-
-    def tearDown(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(timeout=30)
-        self.log.close()
-        self.tmp.cleanup()
+        self.daemon = HarnessDaemon(UROCED, UROCE, name="uroce0", ip="192.0.2.1")
+        self.addCleanup(self.daemon.close)
+        self.state = self.daemon.state
+        self.proc = self.daemon.proc
 
     def test_70000_cqs_leave_room_for_another_client(self):
         argv = [UROCE, "exec", "--state-dir", self.state, "--", os.path.join(BIN, "cq_flood"), "70000"]
