@@ -19,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes
   tshark                    # the decoder is checked field by field against it
   sockperf                  # the kernel UDP round trip, the floor of tools/bench/roce_bench.py
+  ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
 )
 
 missing=()
