@@ -117,13 +117,8 @@ inline constexpr std::uint8_t kMaxTimeout = 31;
 inline constexpr std::uint8_t kMinRnrTimerMask = 0x1F;
 inline constexpr std::uint8_t kRetryCountMask = 0x7;
 
-// ibv_ah_attr.static_rate is an enum ibv_rate: 0 (IBV_RATE_MAX, the port's
-// current rate) or one of the codes 2..24 (2.5 to 1200 Gb/s); 1 is unused.
-// Neither the kernel's uverbs layer nor rdma_rxe checks it, and uroce does
-// not pace by it, so any value is accepted and kept for query.
-inline constexpr std::uint8_t kMaxStaticRate = 24;
-[[nodiscard]] constexpr bool is_valid_static_rate(std::uint8_t rate) {
-    return rate == 0 || (rate >= 2 && rate <= kMaxStaticRate);
-}
+// ibv_ah_attr.static_rate (enum ibv_rate) is not checked: neither the
+// kernel's uverbs layer nor rdma_rxe checks it, and uroce does not pace by
+// it, so any value is accepted and kept for query.
 
 }  // namespace uroce::qp
