@@ -543,10 +543,11 @@ void ConnectionManager::on_req(const PeerAddress& from, const MadHeader& h, cons
         // The peer reuses a QPN we still associate with a connection: stale.
         ++counters_.stale;
         issue_rej(from, h, m.local_comm_id, RejReason::StaleConnection, MsgRef::Req);
-        Connection& old = conns_.at(it->second);
-        if (old.state == CmState::Established) {
-            send_dreq_once(old);
-            enter_timewait(old);
+        // The old connection is torn down as if its program had asked:
+        // DREQ, resent; the peer's DREP (or the timeout) reports it upwards.
+        const CommId old = it->second;
+        if (conns_.at(old).state == CmState::Established) {
+            disconnect(old);
         }
         return;
     }

@@ -195,6 +195,12 @@ TEST(CmLoss, ReqReusingALiveQpnIsStale) {
     EXPECT_EQ(rej.remote_comm_id, message_of<ReqMsg>(out.queue.front().mad).local_comm_id);
     // ...and the old connection is torn down with a DREQ.
     EXPECT_EQ(attr(p.b_out.queue[1].mad), AttrId::Dreq);
+    EXPECT_EQ(p.b.state(idb), CmState::DreqSent);
+    // The restarted host knows no such connection: it answers DREP, and the
+    // old connection reports the disconnection and waits out timewait.
+    a2.receive(PeerAddress{kIpA, kIpB}, p.b_out.queue[1].mad);
+    p.b.receive(PeerAddress{kIpB, kIpA}, out.queue.back().mad);
+    EXPECT_EQ(p.b_ev.count(CmEventType::DrepReceived), 1u);
     EXPECT_EQ(p.b.state(idb), CmState::Timewait);
     EXPECT_EQ(p.b.counters().stale, 1u);
     EXPECT_EQ(p.b_ev.count(CmEventType::ReqReceived), 1u);
