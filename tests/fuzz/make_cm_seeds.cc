@@ -1,9 +1,12 @@
 // Writes the seed corpus of fuzz_cm (tests/fuzz/corpus_cm) with the CM
 // builders, in fuzz_cm.cc's input format (a mode byte, then the input):
 //   make_cm_seeds DIR
+// or, for the decode tests, every message in a QP1 frame as a pcap file:
+//   make_cm_seeds --pcap FILE
 // mode 0: each of the nine messages as a MAD, as Linux fills REQ and REP;
 // mode 1: a REQ in an IPv4 and an IPv6 QP1 frame;
 // mode 2: a few pseudo-random scenarios (libFuzzer grows real ones).
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -41,11 +44,47 @@ ReqMsg rping_req() {
     return format_req(p, 0x9b3c0e21);
 }
 
+std::vector<std::uint8_t> frame_of(const MadBytes& mad, bool v6) {
+    CmFrameAddress addr;
+    addr.eth.src = {0x52, 0x54, 0, 0x12, 0x34, 0x56};
+    addr.eth.dst = {0x52, 0x54, 0, 0x65, 0x43, 0x21};
+    addr.ip.version = v6 ? uroce::wire::IpVersion::V6 : uroce::wire::IpVersion::V4;
+    addr.ip.src = v6 ? uroce::wire::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+                     : uroce::wire::ipv4_mapped({10, 0, 0, 1});
+    addr.ip.dst = v6 ? uroce::wire::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}
+                     : uroce::wire::ipv4_mapped({10, 0, 0, 2});
+    std::vector<std::uint8_t> frame(cm_frame_length(addr));
+    (void)build_cm_frame(addr, mad, frame);
+    return frame;
+}
+
+// A classic pcap file (Ethernet link type), one record per frame.
+void write_pcap(const std::string& path, const std::vector<std::vector<std::uint8_t>>& frames) {
+    std::ofstream f(path, std::ios::binary);
+    auto u32 = [&f](std::uint32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+    auto u16 = [&f](std::uint16_t v) { f.write(reinterpret_cast<const char*>(&v), 2); };
+    u32(0xa1b2c3d4);
+    u16(2);
+    u16(4);
+    u32(0);
+    u32(0);
+    u32(65535);
+    u32(1);
+    for (const auto& fr : frames) {
+        u32(0);
+        u32(0);
+        u32(static_cast<std::uint32_t>(fr.size()));
+        u32(static_cast<std::uint32_t>(fr.size()));
+        f.write(reinterpret_cast<const char*>(fr.data()), static_cast<std::streamsize>(fr.size()));
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    const bool pcap = argc == 3 && std::string(argv[1]) == "--pcap";
+    if (argc != 2 && !pcap) {
+        std::fprintf(stderr, "usage: %s DIR | --pcap FILE\n", argv[0]);
         return 2;
     }
     const std::string dir = argv[1];
@@ -63,21 +102,22 @@ int main(int argc, char** argv) {
         {"sidr_req", SidrReqMsg{7, 0xFFFF, ip_service_id(PortSpace::Udp, 7174), {}}},
         {"sidr_rep", SidrRepMsg{7, 0, 0, 0, 0x123, ip_service_id(PortSpace::Udp, 7174), 0x01234567, {}, {}}},
     };
+    if (pcap) {
+        std::vector<std::vector<std::uint8_t>> frames;
+        for (const auto& [name, msg] : messages) {
+            frames.push_back(frame_of(build_mad(Mad{cm_header(make_tid(2, 0x9b3c0e21)), msg}), false));
+        }
+        frames.push_back(frame_of(build_mad(Mad{cm_header(make_tid(2, 0x9b3c0e21)), rping_req()}), true));
+        write_pcap(argv[2], frames);
+        return 0;
+    }
     for (const auto& [name, msg] : messages) {
         const MadBytes mad = build_mad(Mad{cm_header(make_tid(2, 0x9b3c0e21)), msg});
         write(dir + "/mad_" + name + ".bin", 0, mad);
     }
     const MadBytes req = build_mad(Mad{cm_header(make_tid(2, 0x9b3c0e21)), rping_req()});
     for (bool v6 : {false, true}) {
-        CmFrameAddress addr;
-        addr.ip.version = v6 ? uroce::wire::IpVersion::V6 : uroce::wire::IpVersion::V4;
-        addr.ip.src = v6 ? uroce::wire::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
-                         : uroce::wire::ipv4_mapped({10, 0, 0, 1});
-        addr.ip.dst = v6 ? uroce::wire::Gid{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2}
-                         : uroce::wire::ipv4_mapped({10, 0, 0, 2});
-        std::vector<std::uint8_t> frame(cm_frame_length(addr));
-        (void)build_cm_frame(addr, req, frame);
-        write(dir + (v6 ? "/frame_req_ipv6.bin" : "/frame_req_ipv4.bin"), 1, frame);
+        write(dir + (v6 ? "/frame_req_ipv6.bin" : "/frame_req_ipv4.bin"), 1, frame_of(req, v6));
     }
     std::mt19937 rng(13);
     for (int i = 0; i < 4; ++i) {
