@@ -5,7 +5,8 @@
 //    an accepted MAD must rebuild to bytes that parse to the same message
 //    and rebuild identically (the codec's round trip).
 //  - mode 1: the rest is one Ethernet frame for parse_cm_frame, with the
-//    same checks on an accepted MAD.
+//    same checks on an accepted MAD; then the same frame through a
+//    CmFramer into a listening manager, whose answer frames must parse.
 //  - otherwise: a scenario for two ConnectionManagers wired back to back
 //    (A and B, fake clock), read with FuzzedDataProvider: the layer-above
 //    calls on either side (listen, connect, accept, confirm, reject,
@@ -27,6 +28,7 @@
 
 #include "cm/codec.h"
 #include "cm/describe.h"
+#include "cm/framer.h"
 #include "cm/manager.h"
 #include "cm/qp1.h"
 
@@ -56,6 +58,27 @@ void fuzz_mad(std::span<const std::uint8_t> bytes) {
     }
 }
 
+// The receiving side of a port: frames through a CmFramer into a manager
+// that listens, answering whatever it is asked to through frames of its own.
+struct FrameCollector : FramePort {
+    std::size_t frames = 0;
+    std::optional<uroce::wire::EthFields> ethernet_to(const uroce::wire::Gid&) override {
+        return uroce::wire::EthFields{};
+    }
+    void send_frame(std::span<const std::uint8_t> frame) override {
+        ++frames;
+        require(parse_cm_frame(frame).ok());
+    }
+};
+
+struct NullClock : CmClock {
+    CmTime now() const override { return CmTime(0); }
+};
+
+struct KeepAll : CmEventSink {
+    Verdict on_cm_event(const CmEvent&) override { return Verdict::keep(); }
+};
+
 void fuzz_frame(std::span<const std::uint8_t> bytes) {
     const CmFrameResult r = parse_cm_frame(bytes);
     if (r.ok()) {
@@ -63,6 +86,16 @@ void fuzz_frame(std::span<const std::uint8_t> bytes) {
         require(r.packet.dest_qp() == kGsiQpn);
         check_round_trip(r.mad);
     }
+    NullClock clock;
+    FrameCollector port;
+    CmFramer framer(port);
+    KeepAll sink;
+    ConnectionManager cm(CmConfig{}, clock, framer, sink);
+    framer.attach(cm);
+    cm.listen(0x0000000001061c06ULL, 1);
+    cm.listen(0x0000000001111c06ULL, 2);
+    require(framer.receive_frame(bytes) == r.status);
+    require(cm.connection_count() <= 1);
 }
 
 struct Clock : CmClock {
