@@ -305,7 +305,9 @@ std::optional<CommId> ConnectionManager::connect(const PeerAddress& peer, const 
     c.packet_life_time = params.path.packet_life_time;
     c.response_timeout = req_timeout(params.path.packet_life_time, params.remote_cm_response_timeout);
     c.state = CmState::ReqSent;
-    send_with_retries(c, Mad{cm_header(c.tid), format_req(params, *id)}, c.response_timeout, c.max_cm_retries);
+    ConnectParams p = params;
+    p.local_ca_guid = config_.ca_guid;  // the device's, whatever the caller filled in
+    send_with_retries(c, Mad{cm_header(c.tid), format_req(p, *id)}, c.response_timeout, c.max_cm_retries);
     return id;
 }
 
@@ -334,7 +336,9 @@ CallStatus ConnectionManager::accept(CommId id, const AcceptParams& params) {
     }
     c->local_qpn = params.qpn;
     c->state = CmState::RepSent;
-    send_with_retries(*c, Mad{cm_header(c->tid), format_rep(params, c->local_id, c->remote_id)},
+    AcceptParams p = params;
+    p.local_ca_guid = config_.ca_guid;
+    send_with_retries(*c, Mad{cm_header(c->tid), format_rep(p, c->local_id, c->remote_id)},
                       c->response_timeout, c->max_cm_retries);
     return CallStatus::Ok;
 }

@@ -32,7 +32,10 @@
 namespace uroce::cm {
 
 struct CmConfig {
-    std::uint64_t ca_guid = 0;        // this device's node GUID (REQ/REP, REJ timeout ARI)
+    // This device's node GUID: the manager puts it in every REQ and REP
+    // (ConnectParams/AcceptParams::local_ca_guid are overridden) and in the
+    // ARI of a REJ "timeout".
+    std::uint64_t ca_guid = 0;
     std::uint32_t tid_high = 2;       // high half of the TIDs this side starts
     std::uint32_t random_seed = 1;    // comm ID allocation
     // rdma_cm arms an MRA on every REQ/REP it hands to user space but sends
@@ -44,7 +47,7 @@ struct CmConfig {
     std::uint8_t sidr_max_retries = kMaxCmRetries;
 };
 
-enum class CallStatus : std::uint8_t { Ok, NoSuchId, WrongState, NoCommId };
+enum class CallStatus : std::uint8_t { Ok, NoSuchId, WrongState };
 
 struct SidrRequestParams {
     std::uint64_t service_id = 0;
