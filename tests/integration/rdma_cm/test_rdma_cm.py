@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""Stock rdmacm-utils through the emulated rdma_cm device (docs/rdma-cm.md):
+on one loopback uroced, unmodified rping (data verified with -V), ucmatose
+(10 connections), rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
+and rstream (rsockets, non-blocking channels, every size) run through
+`uroce exec` and exit 0; and a program started without the preload library
+fails at once with a clear error instead of hanging.
+
+usage: test_rdma_cm.py UROCED UROCE
+Exit 77 (skipped) when not root (uroced makes its device node) or when
+rdmacm-utils is not installed.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
+
+UROCED = UROCE = None
+IP = "192.0.2.1"
+# A connection attempt is retried until the server listens (a REQ nobody
+# listens for is rejected at once, REJ 8); this bounds the whole wait.
+LISTEN_SECONDS = 20
+RUN_SECONDS = 60
+
+
+class Pair:
+    """A server program started first and a client retried until the
+    server listens; both are stopped by PID whatever happens."""
+
+    def __init__(self, daemon, server_argv, client_argv):
+        self.daemon = daemon
+        # A file, not a pipe: nobody reads while the client runs, and a
+        # verbose server would block on a full pipe.
+        self.server_log = tempfile.TemporaryFile(mode="w+")
+        self.server = subprocess.Popen(daemon.exec_argv(*server_argv), stdout=self.server_log,
+                                       stderr=subprocess.STDOUT, text=True)
+        self.client_argv = client_argv
+
+    def run(self):
+        deadline = time.monotonic() + LISTEN_SECONDS
+        while True:
+            client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
+                                    timeout=RUN_SECONDS)
+            out = client.stdout + client.stderr
+            rejected = "REJECTED" in out or "rejected" in out or "Connection refused" in out
+            if client.returncode == 0 or not rejected or time.monotonic() > deadline or self.server.poll() is not None:
+                break
+            time.sleep(0.05)
+        try:
+            self.server.wait(timeout=RUN_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+        self.server_log.seek(0)
+        return client.returncode, out, self.server.returncode, self.server_log.read()
+
+    def close(self):
+        if self.server.poll() is None:
+            self.server.kill()
+            self.server.wait()
+        self.server_log.close()
+
+
+class RdmaCm(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(UROCED, UROCE, name="uroce_cm", ip=IP)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+
+    def pair(self, server_argv, client_argv):
+        p = Pair(self.daemon, server_argv, client_argv)
+        self.addCleanup(p.close)
+        crc, cout, src, sout = p.run()
+        why = f"client:\n{tail(cout)}\nserver:\n{tail(sout)}\ndaemon:\n{tail(self.daemon.log_text())}"
+        self.assertEqual(crc, 0, why)
+        self.assertEqual(src, 0, why)
+        self.assertTrue(self.daemon.alive(), why)
+        return cout, sout
+
+    def test_rping_moves_verified_data(self):
+        args = ["-v", "-V", "-C", "100", "-S", "4096", "-p", "7174"]
+        cout, _ = self.pair(["rping", "-s", "-a", IP, *args], ["rping", "-c", "-a", IP, *args])
+        pings = [line for line in cout.splitlines() if line.startswith("ping data: rdma-ping-")]
+        self.assertEqual(len(pings), 100, tail(cout))
+        self.assertIn("rdma-ping-99: ", pings[-1])
+
+    def test_rping_through_loopback_address_and_wildcard_listener(self):
+        args = ["-V", "-C", "10", "-S", "100", "-p", "7175"]
+        self.pair(["rping", "-s", *args], ["rping", "-c", "-a", "127.0.0.1", *args])
+
+    def test_ucmatose_ten_connections(self):
+        cout, sout = self.pair(["ucmatose", "-p", "7176", "-c", "10", "-C", "100"],
+                               ["ucmatose", "-s", IP, "-p", "7176", "-c", "10", "-C", "100"])
+        self.assertIn("return status 0", cout)
+        self.assertIn("disconnected", sout)
+
+    def test_rdma_server_and_client(self):
+        cout, sout = self.pair(["rdma_server", "-p", "7177"], ["rdma_client", "-s", IP, "-p", "7177"])
+        self.assertIn("rdma_client: end 0", cout)
+        self.assertIn("rdma_server: end 0", sout)
+
+    def test_rstream_every_size(self):
+        cout, _ = self.pair(["rstream", "-p", "7178"], ["rstream", "-s", IP, "-p", "7178"])
+        rows = [line.split()[0] for line in cout.splitlines()[1:] if line.strip()]
+        self.assertIn("1m_bw", rows, cout)
+        self.assertIn("64_lat", rows, cout)
+
+    def test_without_the_preload_the_device_is_missing_not_hanging(self):
+        env = dict(os.environ)
+        exports = subprocess.run([UROCE, "env", "--state-dir", self.daemon.state], capture_output=True, text=True,
+                                 check=True).stdout
+        for line in exports.splitlines():  # export NAME=value
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = value.strip("'\"")
+        env.pop("LD_PRELOAD", None)
+        start = time.monotonic()
+        r = subprocess.run(["ucmatose", "-s", IP, "-p", "7179"], env=env, capture_output=True, text=True, timeout=20)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("failed to create RDMA CM event channel: No such file or directory", r.stdout + r.stderr)
+        self.assertLess(time.monotonic() - start, 10)
+
+
+def main():
+    global UROCED, UROCE
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    UROCED, UROCE = sys.argv[1], sys.argv[2]
+    if os.geteuid() != 0:
+        print("SKIP: needs root (uroced makes /dev/infiniband/uverbs_<name>)")
+        return SKIP
+    missing = missing_tools(["rping", "ucmatose", "rdma_server", "rdma_client", "rstream"])
+    if missing:
+        print(f"SKIP: missing {' '.join(missing)} (apt-get install rdmacm-utils)")
+        return SKIP
+    prog = unittest.main(argv=[sys.argv[0], "-v"], exit=False)
+    return 0 if prog.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
