@@ -77,7 +77,7 @@ int UcmaDevice::connect(ChannelId ch, const std::uint8_t* body, std::uint16_t in
         return EINVAL;
     }
     if (id->qp_type == kQpTypeUd) {
-        return ENOSYS;  // SIDR is not emulated yet (docs/rdma-cm.md)
+        return connect_ud(*id, cmd.conn_param);
     }
     if (cmd.conn_param.private_data_len > kReqPrivateData) {
         return EINVAL;
@@ -165,6 +165,9 @@ int UcmaDevice::accept(ChannelId ch, const std::uint8_t* body, std::uint16_t in)
     if (id->phase != CmPhase::ReqReceived) {
         return EINVAL;
     }
+    if (id->qp_type == kQpTypeUd) {
+        return accept_ud(*id, cmd.conn_param, cmd.uid);
+    }
     if (cmd.conn_param.private_data_len > kRepPrivateData) {
         return EINVAL;
     }
@@ -210,7 +213,14 @@ int UcmaDevice::reject(ChannelId ch, const std::uint8_t* body) {
     PrivateData d;
     d.length = cmd.private_data_len;
     std::memcpy(d.bytes.data(), cmd.private_data, cmd.private_data_len);
-    cm_.send_reject(id->handle, static_cast<RejectReason>(reason), d);
+    if (id->qp_type == kQpTypeUd) {
+        SidrReply rep;  // cma.c: rdma_reject on a UD id answers the SIDR_REQ
+        rep.status = SidrStatus::Rejected;
+        rep.private_data = d;
+        cm_.send_sidr_reply(id->handle, rep);
+    } else {
+        cm_.send_reject(id->handle, static_cast<RejectReason>(reason), d);
+    }
     id->phase = CmPhase::Timewait;
     id->state = IdState::Disconnected;
     return 0;
@@ -263,7 +273,8 @@ int UcmaDevice::notify(ChannelId ch, const std::uint8_t* body) {
     return 0;
 }
 
-RequestVerdict UcmaDevice::on_request(const ConnectionRequest& req) {
+RequestVerdict UcmaDevice::admit_request(const ConnectionRequest& req, CmId*& passive) {
+    passive = nullptr;
     CmId* listener = nullptr;
     for (auto& [handle, id] : ids_) {
         if (id.state == IdState::Listen && id.port_space == req.port_space && listener_takes(id, req.destination)) {
@@ -280,18 +291,29 @@ RequestVerdict UcmaDevice::on_request(const ConnectionRequest& req) {
         return Dropped{};
     }
     --listener->backlog;
-    const std::uint32_t listener_handle = listener->handle;
-    const std::uint64_t listener_uid = listener->uid;
-    CmId& id = add_id(listener->channel, 0, req.port_space, req.qp_type);
-    listener = nullptr;  // add_id may have moved nothing, but do not rely on it
+    // std::map keeps `listener` valid across the insertion.
+    CmId& id = add_id(listener->channel, 0, req.port_space, listener->qp_type);
     id.visible = false;
     id.has_listener = true;
-    id.listener = listener_handle;
+    id.listener = listener->handle;
     id.source = req.destination;
     id.destination = req.source;
     id.bound_to_device = true;
     id.state = IdState::Connect;
     id.phase = CmPhase::ReqReceived;
+    id.conn.path = reversed(req.path);
+    passive = &id;
+    return Accepted{id.handle};
+}
+
+RequestVerdict UcmaDevice::on_request(const ConnectionRequest& req) {
+    CmId* passive = nullptr;
+    const RequestVerdict verdict = admit_request(req, passive);
+    if (passive == nullptr) {
+        return verdict;
+    }
+    CmId& id = *passive;
+    const CmId& listener = *find_any(id.listener);
     ConnectionState& c = id.conn;
     c.remote_qpn = req.qpn;
     c.peer_psn = req.starting_psn;
@@ -300,10 +322,9 @@ RequestVerdict UcmaDevice::on_request(const ConnectionRequest& req) {
     c.initiator_depth = req.responder_resources;
     c.retry_count = req.retry_count;
     c.rnr_retry_count = req.rnr_retry_count;
-    c.path = reversed(req.path);
 
     rdma_ucm_event_resp resp{};
-    resp.uid = listener_uid;
+    resp.uid = listener.uid;
     resp.id = id.handle;
     resp.event = RDMA_CM_EVENT_CONNECT_REQUEST;
     auto& p = resp.param.conn;
@@ -315,8 +336,8 @@ RequestVerdict UcmaDevice::on_request(const ConnectionRequest& req) {
     p.retry_count = req.retry_count;
     p.rnr_retry_count = req.rnr_retry_count;
     p.srq = req.srq;
-    queue_event(id, resp, listener_handle);
-    return Accepted{id.handle};
+    queue_event(id, resp, listener.handle);
+    return verdict;
 }
 
 void UcmaDevice::on_reply(ConnectionId active, const ConnectionReply& rep) {

@@ -91,6 +91,15 @@ enum class RejectReason : std::uint16_t {
     VendorOptionNotSupported = 35,  // rdma_reject_ece
 };
 
+// SIDR_REP (IBA 12.11.2): the passive side's UD QP, or why not.
+enum class SidrStatus : std::uint8_t { Success = 0, Unsupported = 1, Rejected = 2 };
+struct SidrReply {
+    SidrStatus status = SidrStatus::Success;
+    std::uint32_t qpn = 0;
+    std::uint32_t qkey = 0;
+    PrivateData private_data;  // at most 136
+};
+
 // What the device answers a REQ: the id that now owns the passive side, or
 // why it is refused. Dropped: no answer at all (a full backlog, trap: the
 // peer's retransmission tries again).
@@ -109,6 +118,10 @@ public:
     // A REQ for (port space, destination) arrived.
     virtual RequestVerdict on_request(const ConnectionRequest& req) = 0;
     virtual void on_reply(ConnectionId active, const ConnectionReply& rep) = 0;
+    // A SIDR_REQ (UD ids, IBA 12.11): answered like a REQ; the fields of a
+    // ConnectionRequest that a SIDR_REQ lacks are zero.
+    virtual RequestVerdict on_sidr_request(const ConnectionRequest& req) = 0;
+    virtual void on_sidr_reply(ConnectionId active, const SidrReply& rep) = 0;
     virtual void on_ready_to_use(ConnectionId passive) = 0;  // RTU
     virtual void on_reject(ConnectionId id, RejectReason reason, const PrivateData& data) = 0;
     virtual void on_disconnect_request(ConnectionId id) = 0;  // DREQ
@@ -124,6 +137,8 @@ public:
     virtual void attach(CmEventSink& sink) = 0;
     virtual void send_request(ConnectionId active, const ConnectionRequest& req) = 0;
     virtual void send_reply(ConnectionId passive, const ConnectionReply& rep) = 0;
+    virtual void send_sidr_request(ConnectionId active, const ConnectionRequest& req) = 0;
+    virtual void send_sidr_reply(ConnectionId passive, const SidrReply& rep) = 0;
     virtual void send_ready_to_use(ConnectionId active) = 0;
     virtual void send_reject(ConnectionId id, RejectReason reason, const PrivateData& data) = 0;
     virtual void send_disconnect_request(ConnectionId id) = 0;

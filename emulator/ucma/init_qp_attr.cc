@@ -100,15 +100,7 @@ int UcmaDevice::init_qp_attr(ChannelId ch, const std::uint8_t* body, std::uint16
             a.rq_psn = c.own_psn;
             a.max_dest_rd_atomic = c.responder_resources;
             a.min_rnr_timer = 0;
-            std::memcpy(a.ah_attr.grh.dgid, c.path.dgid.data(), 16);
-            a.ah_attr.grh.flow_label = c.path.flow_label;
-            const int index = gid_index(c.path.sgid);
-            a.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(index < 0 ? 0 : index);
-            a.ah_attr.grh.hop_limit = c.path.hop_limit;
-            a.ah_attr.grh.traffic_class = c.path.traffic_class;
-            a.ah_attr.is_global = 1;
-            a.ah_attr.sl = c.path.sl;
-            a.ah_attr.port_num = kPortNum;
+            fill_ah_attr(*id, a.ah_attr);
         } else {
             a.qp_attr_mask = kState | kSqPsn | kTimeout | kRetryCnt | kRnrRetry | kMaxQpRdAtomic;
             a.sq_psn = c.peer_psn;

@@ -8,23 +8,39 @@ LoopbackConnectionManager::LoopbackConnectionManager(std::function<bool(const wi
     : is_local_(std::move(is_local)) {}
 
 void LoopbackConnectionManager::send_request(ConnectionId active, const ConnectionRequest& req) {
-    pending_.emplace_back([this, active, req] {
-        if (!is_local_(req.path.dgid)) {
-            sink_->on_unreachable(active, -ETIMEDOUT);
-            return;
-        }
-        const RequestVerdict verdict = sink_->on_request(req);
-        if (const auto* accepted = std::get_if<Accepted>(&verdict)) {
-            peer_[active] = accepted->passive;
-            peer_[accepted->passive] = active;
-        } else if (const auto* refused = std::get_if<Refused>(&verdict)) {
-            sink_->on_reject(active, refused->reason, PrivateData{});
+    pending_.emplace_back([this, active, req] { deliver_request(active, req, false); });
+}
+
+void LoopbackConnectionManager::send_sidr_request(ConnectionId active, const ConnectionRequest& req) {
+    pending_.emplace_back([this, active, req] { deliver_request(active, req, true); });
+}
+
+void LoopbackConnectionManager::deliver_request(ConnectionId active, const ConnectionRequest& req, bool sidr) {
+    if (!is_local_(req.path.dgid)) {
+        sink_->on_unreachable(active, -ETIMEDOUT);
+        return;
+    }
+    const RequestVerdict verdict = sidr ? sink_->on_sidr_request(req) : sink_->on_request(req);
+    if (const auto* accepted = std::get_if<Accepted>(&verdict)) {
+        peer_[active] = accepted->passive;
+        peer_[accepted->passive] = active;
+    } else if (const auto* refused = std::get_if<Refused>(&verdict)) {
+        if (sidr) {
+            SidrReply rep;  // no listener: SIDR status 1, "service ID not supported"
+            rep.status = SidrStatus::Unsupported;
+            sink_->on_sidr_reply(active, rep);
         } else {
-            // Dropped (full backlog): a wire peer would resend the REQ and
-            // give up after 15 tries; here nothing will ever answer.
-            sink_->on_unreachable(active, -ETIMEDOUT);
+            sink_->on_reject(active, refused->reason, PrivateData{});
         }
-    });
+    } else {
+        // Dropped (full backlog): a wire peer would resend and give up
+        // after 15 tries; here nothing will ever answer.
+        sink_->on_unreachable(active, -ETIMEDOUT);
+    }
+}
+
+void LoopbackConnectionManager::send_sidr_reply(ConnectionId passive, const SidrReply& rep) {
+    to_peer(passive, [this, rep](ConnectionId active) { sink_->on_sidr_reply(active, rep); });
 }
 
 void LoopbackConnectionManager::to_peer(ConnectionId from, std::function<void(ConnectionId)> deliver) {

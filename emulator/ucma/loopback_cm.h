@@ -24,6 +24,8 @@ public:
     void attach(CmEventSink& sink) override { sink_ = &sink; }
     void send_request(ConnectionId active, const ConnectionRequest& req) override;
     void send_reply(ConnectionId passive, const ConnectionReply& rep) override;
+    void send_sidr_request(ConnectionId active, const ConnectionRequest& req) override;
+    void send_sidr_reply(ConnectionId passive, const SidrReply& rep) override;
     void send_ready_to_use(ConnectionId active) override;
     void send_reject(ConnectionId id, RejectReason reason, const PrivateData& data) override;
     void send_disconnect_request(ConnectionId id) override;
@@ -34,6 +36,8 @@ public:
     [[nodiscard]] std::size_t connections() const { return peer_.size(); }
 
 private:
+    // A REQ or SIDR_REQ: the device's verdict pairs the ids or answers the sender.
+    void deliver_request(ConnectionId active, const ConnectionRequest& req, bool sidr);
     // Queues `deliver(peer)` for the peer of `from`; nothing when it has none
     // (it was released: its messages are lost, as on a wire).
     void to_peer(ConnectionId from, std::function<void(ConnectionId)> deliver);

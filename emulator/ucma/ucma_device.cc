@@ -15,6 +15,7 @@ namespace {
 constexpr std::uint32_t kCommandCount = RDMA_USER_CM_CMD_JOIN_MCAST + 1;
 // The largest command body (ACCEPT with ECE, 296 bytes) and then some.
 constexpr std::size_t kMaxBody = 304;
+constexpr std::uint8_t kQpTypeUd = 4;  // IB_QPT_UD
 
 }  // namespace
 
@@ -213,6 +214,14 @@ void UcmaDevice::remove_id(std::uint32_t handle) {
             cm_.send_reject(handle, RejectReason::Timeout, PrivateData{});
             break;
         case CmPhase::ReqReceived:
+            if (id.qp_type == kQpTypeUd) {
+                SidrReply rep;  // a SIDR_REQ nobody answered: refused
+                rep.status = SidrStatus::Rejected;
+                cm_.send_sidr_reply(handle, rep);
+            } else {
+                cm_.send_reject(handle, RejectReason::ConsumerDefined, PrivateData{});
+            }
+            break;
         case CmPhase::RepSent:
         case CmPhase::RepReceived:
             cm_.send_reject(handle, RejectReason::ConsumerDefined, PrivateData{});

@@ -82,6 +82,8 @@ public:
     // CmEventSink: messages from the peer of a connection.
     RequestVerdict on_request(const ConnectionRequest& req) override;
     void on_reply(ConnectionId active, const ConnectionReply& rep) override;
+    RequestVerdict on_sidr_request(const ConnectionRequest& req) override;
+    void on_sidr_reply(ConnectionId active, const SidrReply& rep) override;
     void on_ready_to_use(ConnectionId passive) override;
     void on_reject(ConnectionId id, RejectReason reason, const PrivateData& data) override;
     void on_disconnect_request(ConnectionId id) override;
@@ -141,6 +143,14 @@ private:
     void queue_event(const CmId& id, std::uint32_t event, std::int32_t status, std::uint32_t counted_on);
     void queue_event(const CmId& id, const rdma_ucm_event_resp& resp, std::uint32_t counted_on);
     void ring(Channel& c);
+
+    // The listener a REQ or SIDR_REQ is for, and the passive id it makes
+    // (commands_connect.cc); nothing when it is refused or dropped.
+    RequestVerdict admit_request(const ConnectionRequest& req, CmId*& passive);
+    // The AV of the id's path, as INIT_QP_ATTR and UD events give it.
+    void fill_ah_attr(const CmId& id, ib_uverbs_ah_attr& ah) const;
+    int connect_ud(CmId& id, const rdma_ucm_conn_param& param);
+    int accept_ud(CmId& id, const rdma_ucm_conn_param& param, std::uint64_t uid);
 
     // Addressing (addressing.cc).
     [[nodiscard]] bool is_own_address(const Endpoint& e) const;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Stock rdmacm-utils through the emulated rdma_cm device (docs/rdma-cm.md):
 on one loopback uroced, unmodified rping (data verified with -V), ucmatose
-(10 connections), rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
+(10 connections), udaddy (UD ids, SIDR), rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
 and rstream (rsockets, non-blocking channels, every size) run through
 `uroce exec` and exit 0; and a program started without the preload library
 fails at once with a clear error instead of hanging.
@@ -103,6 +103,12 @@ class RdmaCm(unittest.TestCase):
         self.assertIn("return status 0", cout)
         self.assertIn("disconnected", sout)
 
+    def test_udaddy_over_sidr(self):
+        # udaddy's -p is the port space; its port is always 7174 (of PS_UDP).
+        cout, sout = self.pair(["udaddy"], ["udaddy", "-s", IP])
+        self.assertIn("return status 0", cout)
+        self.assertIn("sending replies", sout)
+
     def test_rdma_server_and_client(self):
         cout, sout = self.pair(["rdma_server", "-p", "7177"], ["rdma_client", "-s", IP, "-p", "7177"])
         self.assertIn("rdma_client: end 0", cout)
@@ -138,7 +144,7 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: needs root (uroced makes /dev/infiniband/uverbs_<name>)")
         return SKIP
-    missing = missing_tools(["rping", "ucmatose", "rdma_server", "rdma_client", "rstream"])
+    missing = missing_tools(["rping", "ucmatose", "rdma_server", "rdma_client", "rstream", "udaddy"])
     if missing:
         print(f"SKIP: missing {' '.join(missing)} (apt-get install rdmacm-utils)")
         return SKIP

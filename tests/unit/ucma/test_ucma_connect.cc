@@ -192,5 +192,55 @@ TEST(UcmaConnect, MigrateMovesIdAndQueuedEvents) {
     EXPECT_EQ(p.d.migrate(other_user, fresh, p.passive, reported), EINVAL);  // not the owner's channel
 }
 
+TEST(UcmaConnect, UdIdsExchangeSidrAndTheActiveSideLearnsThePeer) {
+    UcmaDriver d;
+    const Channel server = d.open_channel();
+    const Channel client = d.open_channel();
+    std::uint32_t listener = 0, active = 0;
+    ASSERT_EQ(d.create_id(server, 0x5e, RDMA_PS_UDP, listener), 0);
+    ASSERT_EQ(d.bind_ip(server, listener, "192.0.2.1", 7174), 0);
+    ASSERT_EQ(d.listen(server, listener, 0), 0);
+    ASSERT_EQ(d.create_id(client, 0xc1, RDMA_PS_UDP, active), 0);
+    ASSERT_EQ(d.resolve_ip(client, active, "192.0.2.1", 7174), 0);
+    ASSERT_TRUE(d.next_event(client).has_value());
+    ASSERT_EQ(d.resolve_route(client, active), 0);
+    ASSERT_TRUE(d.next_event(client).has_value());
+    ib_uverbs_qp_attr init{};
+    ASSERT_EQ(d.init_qp_attr(client, active, 1, init), 0);
+    EXPECT_EQ(init.qp_attr_mask, 0x71u);  // UD: Q_Key instead of access flags
+    EXPECT_EQ(init.qkey, 0x01234567u);
+    ASSERT_EQ(d.connect(client, active, 0x31), 0);
+    const auto req = d.next_event(server);
+    ASSERT_TRUE(req.has_value());
+    EXPECT_EQ(req->event, kConnectRequest);
+    EXPECT_EQ(req->param.ud.private_data_len, 180);
+    ASSERT_EQ(d.accept(server, req->id, 0xacc, 0x42), 0);
+    const auto est = d.next_event(client);
+    ASSERT_TRUE(est.has_value());
+    EXPECT_EQ(est->event, kEstablished);
+    EXPECT_EQ(est->param.ud.qp_num, 0x42u);
+    EXPECT_EQ(est->param.ud.qkey, 0x01234567u);
+    EXPECT_EQ(est->param.ud.ah_attr.is_global, 1);
+    EXPECT_EQ(est->param.ud.ah_attr.grh.sgid_index, 2);
+    EXPECT_FALSE(d.next_event(server).has_value());  // no event after the SIDR_REP
+    EXPECT_EQ(d.cm().connections(), 0u);
+}
+
+TEST(UcmaConnect, UdConnectWithoutListenerIsUnreachable) {
+    UcmaDriver d;
+    const Channel client = d.open_channel();
+    std::uint32_t active = 0;
+    ASSERT_EQ(d.create_id(client, 1, RDMA_PS_UDP, active), 0);
+    ASSERT_EQ(d.resolve_ip(client, active, "192.0.2.1", 9), 0);
+    ASSERT_TRUE(d.next_event(client).has_value());
+    ASSERT_EQ(d.resolve_route(client, active), 0);
+    ASSERT_TRUE(d.next_event(client).has_value());
+    ASSERT_EQ(d.connect(client, active, 1), 0);
+    const auto e = d.next_event(client);
+    ASSERT_TRUE(e.has_value());
+    EXPECT_EQ(e->event, 7u);  // UNREACHABLE
+    EXPECT_EQ(e->status, 1u);  // SIDR status: service ID not supported
+}
+
 }  // namespace
 }  // namespace uroce::ucma::test
