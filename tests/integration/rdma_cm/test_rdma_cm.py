@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Stock rdmacm-utils through the emulated rdma_cm device (docs/rdma-cm.md):
 on one loopback uroced, unmodified rping (data verified with -V), ucmatose
-(10 connections), udaddy (UD ids, SIDR), rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
+(10 connections), udaddy (UD ids, SIDR), cmtime (100 connections, the
+rate printed), perftest's -R tools, rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
 and rstream (rsockets, non-blocking channels, every size) run through
 `uroce exec` and exit 0; and a program started without the preload library
 fails at once with a clear error instead of hanging.
 
 usage: test_rdma_cm.py UROCED UROCE
 Exit 77 (skipped) when not root (uroced makes its device node) or when
-rdmacm-utils is not installed.
+rdmacm-utils or perftest is not installed.
 """
 
 import os
@@ -42,16 +43,22 @@ class Pair:
                                        stderr=subprocess.STDOUT, text=True)
         self.client_argv = client_argv
 
-    def run(self):
+    def run(self, server_stays=False):
         deadline = time.monotonic() + LISTEN_SECONDS
         while True:
             client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
                                     timeout=RUN_SECONDS)
             out = client.stdout + client.stderr
-            rejected = "REJECTED" in out or "rejected" in out or "Connection refused" in out
+            rejected = any(sign in out for sign in ("REJECTED", "rejected", "Connection refused",
+                                                    "Unexpected CM event bl blka 8",  # perftest's REJECTED
+                                                    "UNREACHABLE, error: 1"))  # SIDR: nobody listens
             if client.returncode == 0 or not rejected or time.monotonic() > deadline or self.server.poll() is not None:
                 break
             time.sleep(0.05)
+        if server_stays and self.server.poll() is None:
+            self.server.kill()  # a server that serves until stopped (cmtime)
+            self.server.wait()
+            self.server.returncode = 0
         try:
             self.server.wait(timeout=RUN_SECONDS)
         except subprocess.TimeoutExpired:
@@ -76,10 +83,10 @@ class RdmaCm(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.close()
 
-    def pair(self, server_argv, client_argv):
+    def pair(self, server_argv, client_argv, server_stays=False):
         p = Pair(self.daemon, server_argv, client_argv)
         self.addCleanup(p.close)
-        crc, cout, src, sout = p.run()
+        crc, cout, src, sout = p.run(server_stays)
         why = f"client:\n{tail(cout)}\nserver:\n{tail(sout)}\ndaemon:\n{tail(self.daemon.log_text())}"
         self.assertEqual(crc, 0, why)
         self.assertEqual(src, 0, why)
@@ -120,6 +127,23 @@ class RdmaCm(unittest.TestCase):
         self.assertIn("1m_bw", rows, cout)
         self.assertIn("64_lat", rows, cout)
 
+    def test_perftest_with_rdma_cm(self):
+        for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"):
+            with self.subTest(tool=tool):
+                argv = [tool, "-R", "-d", self.daemon.name, "-n", "1000", "-p", "18515"]
+                cout, _ = self.pair(argv, [*argv, IP])
+                self.assertIn("#bytes", cout)
+
+    def test_cmtime_hundred_connections(self):
+        cout, _ = self.pair(["cmtime", "-p", "7181", "-c", "100"], ["cmtime", "-s", IP, "-p", "7181", "-c", "100"],
+                            server_stays=True)
+        connect = [line for line in cout.splitlines() if line.split(":")[0].strip() == "connect"]
+        self.assertEqual(len(connect), 1, cout)
+        # "connect : total ms ...": 100 connections, reported for the benchmark log.
+        total_ms = float(connect[0].split(":")[1].split()[0])
+        print(f"cmtime: 100 connections in {total_ms:.1f} ms ({100000 / max(total_ms, 0.001):.0f} connects/s)",
+              file=sys.stderr)
+
     def test_without_the_preload_the_device_is_missing_not_hanging(self):
         env = dict(os.environ)
         exports = subprocess.run([UROCE, "env", "--state-dir", self.daemon.state], capture_output=True, text=True,
@@ -144,7 +168,8 @@ def main():
     if os.geteuid() != 0:
         print("SKIP: needs root (uroced makes /dev/infiniband/uverbs_<name>)")
         return SKIP
-    missing = missing_tools(["rping", "ucmatose", "rdma_server", "rdma_client", "rstream", "udaddy"])
+    missing = missing_tools(["rping", "ucmatose", "rdma_server", "rdma_client", "rstream", "udaddy", "cmtime",
+                             "ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"])
     if missing:
         print(f"SKIP: missing {' '.join(missing)} (apt-get install rdmacm-utils)")
         return SKIP
