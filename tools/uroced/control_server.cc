@@ -340,6 +340,7 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
         pidfd_connection_.erase(pidfd);
     }
     connections_.erase(it);
+    close_cm_channels_of(client);
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
     }

@@ -125,8 +125,10 @@ private:
     // rdma_cm event channels and commands (handlers_cm.cc).
     std::size_t dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                             int received_fd);
-    // The program's end of a channel's doorbell socket closed.
+    // The program's end of a channel's doorbell socket closed, or the
+    // connection that opened it ended.
     void close_cm_channel(int doorbell_fd);
+    void close_cm_channels_of(std::uint32_t client);
     [[nodiscard]] ucma::DeviceView ucma_view() const;
 
     std::string path_;
@@ -162,7 +164,11 @@ private:
     // made inside the daemon (ucma/loopback_cm.h) until a wire CM exists.
     ucma::LoopbackConnectionManager connection_manager_;
     ucma::UcmaDevice ucma_;
-    std::unordered_map<int, ucma::ChannelId> cm_channels_;  // by the daemon's end of the doorbell socket
+    struct CmChannel {
+        ucma::ChannelId channel = 0;
+        std::uint32_t client = 0;  // whose connection opened it: it goes with that connection
+    };
+    std::unordered_map<int, CmChannel> cm_channels_;  // by the daemon's end of the doorbell socket
 };
 
 }  // namespace uroce::daemon

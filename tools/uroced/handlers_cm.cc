@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "control_server.h"
 #include "log.h"
@@ -60,6 +61,10 @@ std::size_t ControlServer::dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, c
             if (received_fd < 0 || !is_seqpacket_socket(received_fd)) {
                 return status_only(out, h, EINVAL);
             }
+            const Charge charge{1, 0, 0, 1};  // the doorbell socket is a daemon fd
+            if (const int err = quota_.admit(c.client, charge); err != 0) {
+                return status_only(out, h, err);
+            }
             const int doorbell = ::fcntl(received_fd, F_DUPFD_CLOEXEC, 0);  // the caller closes received_fd
             if (doorbell < 0) {
                 return status_only(out, h, EMFILE);
@@ -73,7 +78,8 @@ std::size_t ControlServer::dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, c
                 ucma_.close_channel(channel);
                 return status_only(out, h, ENOMEM);
             }
-            cm_channels_[doorbell] = channel;
+            cm_channels_[doorbell] = CmChannel{channel, c.client};
+            quota_.add(ObjectKind::CmChannel, channel, c.client, charge);
             uroce_ctrl_handle r{};
             r.handle = channel;
             return write_reply(out, h, 0, r);
@@ -119,9 +125,25 @@ void ControlServer::close_cm_channel(int doorbell_fd) {
         return;
     }
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, doorbell_fd, nullptr);
-    const ucma::ChannelId channel = it->second;
+    const ucma::ChannelId channel = it->second.channel;
     cm_channels_.erase(it);
+    quota_.remove(ObjectKind::CmChannel, channel);
     ucma_.close_channel(channel);  // closes doorbell_fd
+}
+
+void ControlServer::close_cm_channels_of(std::uint32_t client) {
+    // Channels live on the connection that opened them (one per process, as
+    // the preload library keeps it): without this, a client could reconnect
+    // again and again and leave the daemon holding its channels' fds.
+    std::vector<int> doorbells;
+    for (const auto& [fd, ch] : cm_channels_) {
+        if (ch.client == client) {
+            doorbells.push_back(fd);
+        }
+    }
+    for (int fd : doorbells) {
+        close_cm_channel(fd);
+    }
 }
 
 }  // namespace uroce::daemon

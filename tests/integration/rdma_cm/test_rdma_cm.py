@@ -46,8 +46,12 @@ class Pair:
     def run(self, server_stays=False):
         deadline = time.monotonic() + LISTEN_SECONDS
         while True:
-            client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
-                                    timeout=RUN_SECONDS)
+            try:
+                client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
+                                        timeout=RUN_SECONDS)
+            except subprocess.TimeoutExpired as e:  # killed: report both sides' output
+                out = f"client timed out after {RUN_SECONDS} s\n" + (e.stdout or b"").decode(errors="replace")
+                client = subprocess.CompletedProcess(e.cmd, -9, out, "")
             out = client.stdout + client.stderr
             rejected = any(sign in out for sign in ("REJECTED", "rejected", "Connection refused",
                                                     "Unexpected CM event bl blka 8",  # perftest's REJECTED
