@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Stock rdmacm-utils through the emulated rdma_cm device (docs/rdma-cm.md):
-on one loopback uroced, unmodified rping (data verified with -V), ucmatose
+on one loopback uroced, unmodified rping (data verified with -V; IPv4 and
+IPv6), ucmatose
 (10 connections), udaddy (UD ids, SIDR), cmtime (100 connections, the
 rate printed), perftest's -R tools, rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
 and rstream (rsockets, non-blocking channels, every size) run through
@@ -24,6 +25,7 @@ from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
 
 UROCED = UROCE = None
 IP = "192.0.2.1"
+IP6 = "2001:db8::1"
 # A connection attempt is retried until the server listens (a REQ nobody
 # listens for is rejected at once, REJ 8); this bounds the whole wait.
 LISTEN_SECONDS = 20
@@ -81,7 +83,7 @@ class Pair:
 class RdmaCm(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.daemon = Daemon(UROCED, UROCE, name="uroce_cm", ip=IP)
+        cls.daemon = Daemon(UROCED, UROCE, name="uroce_cm", ip=IP, extra=("--ip", IP6))
 
     @classmethod
     def tearDownClass(cls):
@@ -107,6 +109,14 @@ class RdmaCm(unittest.TestCase):
     def test_rping_through_loopback_address_and_wildcard_listener(self):
         args = ["-V", "-C", "10", "-S", "100", "-p", "7175"]
         self.pair(["rping", "-s", *args], ["rping", "-c", "-a", "127.0.0.1", *args])
+
+    def test_rping_over_ipv6(self):
+        args = ["-V", "-C", "20", "-S", "1000", "-p", "7182"]
+        self.pair(["rping", "-s", "-a", IP6, *args], ["rping", "-c", "-a", IP6, *args])
+
+    def test_ucmatose_ipv6_wildcard_listener(self):
+        cout, _ = self.pair(["ucmatose", "-b", "::", "-p", "7183"], ["ucmatose", "-s", IP6, "-p", "7183"])
+        self.assertIn("return status 0", cout)
 
     def test_ucmatose_ten_connections(self):
         cout, sout = self.pair(["ucmatose", "-p", "7176", "-c", "10", "-C", "100"],
