@@ -13,7 +13,11 @@ Exit 77 (skipped) when not root (uroced makes its device node) or when
 rdmacm-utils or perftest is not installed.
 """
 
+import errno
 import os
+import select
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -21,7 +25,13 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
+from uroce_control import Client  # noqa: E402
 from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
+
+# abi/control.h CM_* (ops 40-42) and their fixed sizes.
+CM_OPEN_CHANNEL, CM_COMMAND, CM_GET_EVENT = 40, 41, 42
+CM_COMMAND_MAX, CM_OPTION_MAX = 312, 64
 
 UROCED = UROCE = None
 IP = "192.0.2.1"
@@ -171,6 +181,91 @@ class RdmaCm(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("failed to create RDMA CM event channel: No such file or directory", r.stdout + r.stderr)
         self.assertLess(time.monotonic() - start, 10)
+
+
+class CmControl(unittest.TestCase):
+    """The control ops behind the device, driven raw: what a hostile or
+    confused client gets (the program's errno, never a crash)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(UROCED, UROCE, name="uroce_cmctl", ip=IP)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+
+    def client(self):
+        c = Client(os.path.join(self.daemon.state, "uroce_cmctl.sock"))
+        self.addCleanup(c.close)
+        return c
+
+    def open_channel(self, c):
+        program, daemon_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(program.close)
+        status, body, _ = c.call(CM_OPEN_CHANNEL, fds=[daemon_end.fileno()])
+        daemon_end.close()
+        self.assertEqual(status, 0)
+        return struct.unpack_from("<I", body)[0], program
+
+    @staticmethod
+    def command(c, channel, cmd_bytes, option=b""):
+        body = struct.pack("<IHH", channel, len(cmd_bytes), len(option)) + cmd_bytes.ljust(CM_COMMAND_MAX, b"\0") + \
+            option.ljust(CM_OPTION_MAX, b"\0")
+        status, reply, _ = c.call(CM_COMMAND, body)
+        length = struct.unpack_from("<I", reply)[0] if reply else 0
+        return status, reply[8:8 + length]
+
+    @staticmethod
+    def create_id(ps):
+        # rdma_ucm_cmd_hdr {cmd 0, in 24, out 4} + rdma_ucm_create_id {uid, response, ps, qp_type}
+        return struct.pack("<IHH", 0, 24, 4) + struct.pack("<QQHB5x", 7, 0, ps, 2)
+
+    def test_open_channel_wants_a_seqpacket_socket(self):
+        c = self.client()
+        self.assertEqual(c.call(CM_OPEN_CHANNEL)[0], errno.EINVAL)
+        r, w = os.pipe()
+        try:
+            self.assertEqual(c.call(CM_OPEN_CHANNEL, fds=[r])[0], errno.EINVAL)
+        finally:
+            os.close(r)
+            os.close(w)
+
+    def test_commands_get_the_kernels_errno(self):
+        c = self.client()
+        channel, _program = self.open_channel(c)
+        self.assertEqual(self.command(c, channel + 1000, self.create_id(0x106))[0], errno.EBADF)
+        self.assertEqual(self.command(c, channel, b"\1\2")[0], errno.EINVAL)                     # no header
+        self.assertEqual(self.command(c, channel, struct.pack("<IHH", 23, 0, 0))[0], errno.EINVAL)  # no such command
+        self.assertEqual(self.command(c, channel, self.create_id(0x1234))[0], errno.EINVAL)         # port space
+        status, answer = self.command(c, channel, self.create_id(0x106))
+        self.assertEqual(status, 0)
+        self.assertEqual(len(answer), 4)
+        status, _, _ = c.call(CM_GET_EVENT, struct.pack("<II", channel, 0))
+        self.assertEqual(status, errno.ENOENT)  # nothing queued
+        # A bad command length is refused, and the connection still serves.
+        bad = struct.pack("<IHH", channel, CM_COMMAND_MAX + 1, 0) + bytes(CM_COMMAND_MAX + CM_OPTION_MAX)
+        self.assertEqual(c.call(CM_COMMAND, bad)[0], errno.EINVAL)
+        self.assertEqual(self.command(c, channel, self.create_id(0x106))[0], 0)
+        self.assertTrue(self.daemon.alive())
+
+    def test_program_close_ends_the_channel(self):
+        c = self.client()
+        channel, program = self.open_channel(c)
+        self.assertEqual(self.command(c, channel, self.create_id(0x106))[0], 0)
+        program.close()
+        deadline = time.monotonic() + 10
+        while self.command(c, channel, self.create_id(0x106))[0] != errno.EBADF:
+            self.assertLess(time.monotonic(), deadline, "the daemon kept a closed channel")
+            time.sleep(0.01)
+
+    def test_connection_end_closes_its_channels(self):
+        c = Client(os.path.join(self.daemon.state, "uroce_cmctl.sock"))
+        _channel, program = self.open_channel(c)
+        c.close()
+        ready, _, _ = select.select([program], [], [], 10)
+        self.assertTrue(ready, "the daemon kept the channel of a departed connection")
+        self.assertEqual(program.recv(1), b"")  # the daemon's end closed
 
 
 def main():
