@@ -400,14 +400,16 @@ static void fill_chardev(struct stat64 *st) {
 
 /* ---- the interposed functions ---- */
 
-#define OPEN_MODE(flags, mode)                        \
-    do {                                              \
-        if (((flags) & (O_CREAT | O_TMPFILE)) != 0) { \
-            va_list ap;                               \
-            va_start(ap, flags);                      \
-            mode = va_arg(ap, mode_t);                \
-            va_end(ap);                               \
-        }                                             \
+/* The mode argument exists only with O_CREAT or O_TMPFILE (glibc's
+ * __OPEN_NEEDS_MODE; O_TMPFILE includes O_DIRECTORY's bit). */
+#define OPEN_MODE(flags, mode)                                                      \
+    do {                                                                            \
+        if (((flags) & O_CREAT) != 0 || ((flags) & O_TMPFILE) == O_TMPFILE) {      \
+            va_list ap;                                                             \
+            va_start(ap, flags);                                                    \
+            mode = va_arg(ap, mode_t);                                              \
+            va_end(ap);                                                             \
+        }                                                                           \
     } while (0)
 
 EXPORT int open(const char *path, int flags, ...) {
