@@ -287,10 +287,33 @@ void UcmaDevice::ring(Channel& c) {
     if (c.doorbell_fd < 0) {
         return;
     }
-    // One datagram per event; never blocks the daemon. A full socket buffer
-    // (thousands of unread events) loses the wake-up, not the event.
+    // One datagram per event, never blocking the daemon: what a full socket
+    // refuses is owed and sent as the program reads (flush_doorbells).
+    if (c.owed++ == 0 && !pay(c)) {
+        for (auto& [id, ch] : channels_) {
+            if (&ch == &c) {
+                owing_.push_back(id);
+            }
+        }
+    }
+}
+
+bool UcmaDevice::pay(Channel& c) {
     const std::uint8_t bell = 1;
-    [[maybe_unused]] const ssize_t n = ::send(c.doorbell_fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    while (c.owed > 0) {
+        if (::send(c.doorbell_fd, &bell, 1, MSG_DONTWAIT | MSG_NOSIGNAL) != 1) {
+            return false;  // full (or the program has gone: the hang-up will close the channel)
+        }
+        --c.owed;
+    }
+    return true;
+}
+
+void UcmaDevice::flush_doorbells() {
+    std::erase_if(owing_, [this](ChannelId id) {
+        const auto it = channels_.find(id);
+        return it == channels_.end() || pay(it->second);
+    });
 }
 
 }  // namespace uroce::ucma

@@ -75,6 +75,9 @@ public:
 
     // Runs the connection manager (deliveries, timers).
     void poll();
+    // Rings the doorbells a full socket refused before (the program had
+    // not read that many yet); call on every wake-up of the daemon.
+    void flush_doorbells();
 
     [[nodiscard]] std::size_t channel_count() const { return channels_.size(); }
     [[nodiscard]] std::size_t id_count() const { return ids_.size(); }
@@ -100,6 +103,9 @@ private:
         uid_t owner = 0;
         int doorbell_fd = -1;
         std::deque<QueuedEvent> events;
+        // Doorbells owed: a socket holds a few hundred unread datagrams, a
+        // channel may queue more events than that (a listener's backlog).
+        std::uint32_t owed = 0;
     };
 
     // Command handlers (commands_*.cc). `body` is the command body, zero
@@ -143,6 +149,8 @@ private:
     void queue_event(const CmId& id, std::uint32_t event, std::int32_t status, std::uint32_t counted_on);
     void queue_event(const CmId& id, const rdma_ucm_event_resp& resp, std::uint32_t counted_on);
     void ring(Channel& c);
+    // Sends owed doorbells until the socket is full; whether all went.
+    bool pay(Channel& c);
 
     // The listener a REQ or SIDR_REQ is for, and the passive id it makes
     // (commands_connect.cc); nothing when it is refused or dropped.
@@ -168,6 +176,7 @@ private:
     std::map<ChannelId, Channel> channels_;
     ChannelId next_channel_ = 1;
     std::map<std::uint32_t, CmId> ids_;
+    std::vector<ChannelId> owing_;  // channels with owed doorbells
 };
 
 }  // namespace uroce::ucma

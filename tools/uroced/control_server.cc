@@ -138,6 +138,7 @@ ControlServer::~ControlServer() {
 void ControlServer::poll_once(int timeout_ms) {
     epoll_event events[32];
     const int n = ::epoll_wait(epoll_fd_, events, 32, timeout_ms);
+    ucma_.flush_doorbells();  // what full channel sockets refused before
     for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
         if (fd == listen_fd_) {

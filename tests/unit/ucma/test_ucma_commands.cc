@@ -145,6 +145,27 @@ TEST(UcmaCommands, SetOptionChecksSizes) {
     EXPECT_EQ(d.command(c, RDMA_USER_CM_CMD_SET_OPTION, opt, 0, {1, 0, 0, 0}).error, ENOSYS);
 }
 
+TEST(UcmaCommands, DoorbellsAFullSocketRefusedAreRungLater) {
+    // A default SOCK_SEQPACKET pair holds a few hundred unread datagrams;
+    // queue more events than that, then read them the way the preload does.
+    UcmaDriver d;
+    const Channel c = d.open_channel();
+    constexpr int kEvents = 1000;
+    for (int i = 0; i < kEvents; ++i) {
+        std::uint32_t h = 0;
+        ASSERT_EQ(d.create_id(c, 1, RDMA_PS_TCP, h), 0);
+        ASSERT_EQ(d.resolve_ip(c, h, "192.0.2.1", 1), 0);
+    }
+    int received = 0;
+    for (int rounds = 0; rounds < 100 && received < kEvents; ++rounds) {
+        while (d.next_event(c).has_value()) {  // one doorbell, one event
+            ++received;
+        }
+        d.device().flush_doorbells();  // what the daemon does on every wake-up
+    }
+    EXPECT_EQ(received, kEvents);
+}
+
 TEST(UcmaCommands, MulticastIsNotEmulatedYet) {
     UcmaDriver d;
     const Channel c = d.open_channel();
