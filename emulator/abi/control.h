@@ -475,6 +475,57 @@ struct uroce_ctrl_list_mrs_reply {
     struct uroce_ctrl_mr_entry entries[UROCE_LIST_MRS_PER_REPLY];
 };
 
+/*
+ * rdma_cm (ops 40-59): the emulated ucma device /dev/infiniband/rdma_cm
+ * (docs/rdma-cm.md). The preload library (liburoce-preload.so) turns each
+ * open() of the device into CM_OPEN_CHANNEL and each write() into
+ * CM_COMMAND; GET_EVENT reads one doorbell byte from the channel fd, then
+ * asks CM_GET_EVENT.
+ *
+ * CM_OPEN_CHANNEL: a header-only request carrying one end of an AF_UNIX
+ * SOCK_SEQPACKET socketpair (SCM_RIGHTS); the program keeps the other end
+ * as its channel fd. The daemon writes one byte into it per event queued,
+ * and destroys the channel's ids when the program's end closes. Reply: a
+ * uroce_ctrl_handle naming the channel.
+ */
+enum uroce_ctrl_cm_op {
+    UROCE_CTRL_CM_OPEN_CHANNEL = 40,
+    UROCE_CTRL_CM_COMMAND = 41,
+    UROCE_CTRL_CM_GET_EVENT = 42,
+};
+#define UROCE_CM_COMMAND_MAX 312u  /* ucma header (8) + the largest body (ACCEPT with ECE, 296) and spare */
+#define UROCE_CM_OPTION_MAX 64u    /* SET_OPTION values at level RDMA_OPTION_ID are at most 4 bytes */
+#define UROCE_CM_ANSWER_MAX 440u   /* QUERY(PATH) with 6 path records */
+#define UROCE_CM_EVENT_BYTES 336u  /* struct rdma_ucm_event_resp */
+
+/* CM_COMMAND: the bytes the program wrote (at most UROCE_CM_COMMAND_MAX),
+ * and for SET_OPTION the value its optval pointed to. MIGRATE_ID's fd field
+ * carries the old channel's handle instead of its fd number. The reply's
+ * status is the command's errno (0: write() returns its length) and answer
+ * holds `answer_length` bytes for the command's response pointer. */
+struct uroce_ctrl_cm_command {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t channel;
+    uint16_t command_length;
+    uint16_t option_length;
+    uint8_t command[UROCE_CM_COMMAND_MAX];
+    uint8_t option[UROCE_CM_OPTION_MAX];
+};
+struct uroce_ctrl_cm_answer {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t answer_length;
+    uint32_t reserved;
+    uint8_t answer[UROCE_CM_ANSWER_MAX];
+};
+
+/* CM_GET_EVENT: the request is a uroce_ctrl_handle naming the channel; the
+ * reply's status is ENOENT when no event is queued (it was purged after its
+ * doorbell rang), else 0 with the event. */
+struct uroce_ctrl_cm_event {
+    struct uroce_ctrl_hdr hdr;
+    uint8_t event[UROCE_CM_EVENT_BYTES];
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(struct uroce_ctrl_hdr) == 24, "header layout");
 static_assert(sizeof(struct uroce_ctrl_reg_mr) % 8 == 0, "explicit padding");
@@ -498,6 +549,10 @@ static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "
 static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
 static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");
 static_assert(sizeof(struct uroce_ctrl_list_mrs_reply) == 352, "list mrs reply layout");
+static_assert(sizeof(struct uroce_ctrl_cm_command) == 408, "cm command layout");
+static_assert(sizeof(struct uroce_ctrl_cm_answer) == 472, "cm answer layout");
+static_assert(sizeof(struct uroce_ctrl_cm_event) == 360, "cm event layout");
+static_assert(sizeof(struct uroce_ctrl_cm_answer) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 #endif
 
 #endif /* UROCE_ABI_CONTROL_H */

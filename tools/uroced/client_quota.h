@@ -12,7 +12,8 @@
 //  - a CQ, QP, SRQ or relaxed-MR pool: its ring/pool memfd mapped in the
 //    daemon (mappings, bytes); a CQ with a completion channel also keeps the
 //    channel's fd (fds);
-//  - a shared MR (UROCE_REG_SHARED): its mapping of the client's memory.
+//  - a shared MR (UROCE_REG_SHARED): its mapping of the client's memory;
+//  - an rdma_cm event channel: its doorbell socket (fds).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,7 @@ struct Charge {
     std::uint32_t fds = 0;
 };
 
-enum class ObjectKind : std::uint8_t { Pd, Mr, Mw, Cq, Qp, Srq, Ah, RelaxedPool };
+enum class ObjectKind : std::uint8_t { Pd, Mr, Mw, Cq, Qp, Srq, Ah, RelaxedPool, CmChannel };
 
 // Reads vm.max_map_count and the daemon's own mappings, raises the soft
 // RLIMIT_NOFILE to the hard limit, and leaves room for the daemon itself.

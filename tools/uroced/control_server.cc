@@ -76,6 +76,9 @@ std::size_t request_size(std::uint16_t op) {
         case UROCE_CTRL_CREATE_RELAXED_POOL:
             return sizeof(uroce_ctrl_relaxed_pool);
         default:
+            if (const std::size_t cm = cm_request_size(op); cm != 0) {
+                return cm;
+            }
             return queue_request_size(op);
     }
 }
@@ -83,7 +86,17 @@ std::size_t request_size(std::uint16_t op) {
 }  // namespace
 
 ControlServer::ControlServer(std::string socket_path, device::Device& device)
-    : path_(std::move(socket_path)), device_(device) {
+    : path_(std::move(socket_path)),
+      device_(device),
+      connection_manager_([&device](const wire::Gid& gid) {
+          for (const auto& e : device.gids()) {
+              if (e.gid == gid && gid != wire::Gid{}) {
+                  return true;
+              }
+          }
+          return false;
+      }),
+      ucma_(ucma_view(), connection_manager_) {
     sockaddr_un addr{};
     if (path_.size() >= sizeof(addr.sun_path)) {
         throw std::runtime_error("control socket path too long (max " + std::to_string(sizeof(addr.sun_path) - 1) +
@@ -130,6 +143,7 @@ ControlServer::~ControlServer() {
 void ControlServer::poll_once(int timeout_ms) {
     epoll_event events[32];
     const int n = ::epoll_wait(epoll_fd_, events, 32, timeout_ms);
+    ucma_.flush_doorbells();  // what full channel sockets refused before
     for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
         if (fd == listen_fd_) {
@@ -138,6 +152,8 @@ void ControlServer::poll_once(int timeout_ms) {
             flush_async(fd);
         } else if (pidfd_connection_.count(fd) != 0) {
             on_process_exit(fd);
+        } else if (cm_channels_.contains(fd)) {
+            close_cm_channel(fd);
         } else if ((events[i].events & (EPOLLHUP | EPOLLERR | EPOLLRDHUP)) != 0 && (events[i].events & EPOLLIN) == 0) {
             drop(fd, "", false);
         } else {
@@ -330,6 +346,7 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
         pidfd_connection_.erase(pidfd);
     }
     connections_.erase(it);
+    close_cm_channels_of(client);
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
     }
@@ -744,6 +761,10 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         }
         case UROCE_CTRL_STATS:
             return write_reply(out, h, 0, stats_reply(device_, datapath_, visible_to(c)));
+        case UROCE_CTRL_CM_OPEN_CHANNEL:
+        case UROCE_CTRL_CM_COMMAND:
+        case UROCE_CTRL_CM_GET_EVENT:
+            return dispatch_cm(c, h, msg, out, received_fd);
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

@@ -23,6 +23,8 @@
 #include "datapath.h"
 #include "handlers_stats.h"
 #include "mr/relaxed_pool.h"
+#include "ucma/loopback_cm.h"
+#include "ucma/ucma_device.h"
 
 namespace uroce::daemon {
 
@@ -120,6 +122,14 @@ private:
                            int& reply_fd);
     std::size_t create_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                           int& reply_fd);
+    // rdma_cm event channels and commands (handlers_cm.cc).
+    std::size_t dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                            int received_fd);
+    // The program's end of a channel's doorbell socket closed, or the
+    // connection that opened it ended.
+    void close_cm_channel(int doorbell_fd);
+    void close_cm_channels_of(std::uint32_t client);
+    [[nodiscard]] ucma::DeviceView ucma_view() const;
 
     std::string path_;
     device::Device& device_;
@@ -149,6 +159,16 @@ private:
     device::RingRegistry rings_;
     Datapath* datapath_ = nullptr;
     int doorbell_fd_ = -1;
+
+    // The emulated rdma_cm device; connections between its own ids are
+    // made inside the daemon (ucma/loopback_cm.h) until a wire CM exists.
+    ucma::LoopbackConnectionManager connection_manager_;
+    ucma::UcmaDevice ucma_;
+    struct CmChannel {
+        ucma::ChannelId channel = 0;
+        std::uint32_t client = 0;  // whose connection opened it: it goes with that connection
+    };
+    std::unordered_map<int, CmChannel> cm_channels_;  // by the daemon's end of the doorbell socket
 };
 
 }  // namespace uroce::daemon

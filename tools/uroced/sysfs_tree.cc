@@ -53,6 +53,9 @@ SysfsTree::SysfsTree(fs::path root, const SysfsDevice& dev) : root_(std::move(ro
     removed_stale_ = fs::remove_all(root_ / "class/infiniband_verbs" / uverbs_name(), ec) > 0 || removed_stale_;
     // ABI version 6 of the uverbs interface: what libibverbs 44 requires (3..6).
     write_file(root_ / "class/infiniband_verbs/abi_version", "6");
+    // The ucma ABI librdmacm reads when netlink has no RDMA: 4, what the
+    // emulated /dev/infiniband/rdma_cm speaks (docs/rdma-cm.md).
+    write_file(root_ / "class/misc/rdma_cm/abi_version", "4");
     const fs::path uv = root_ / "class/infiniband_verbs" / uverbs_name();
     write_file(uv / "ibdev", dev.name);
     write_file(uv / "dev", "0:0");  // 0:0 turns libibverbs' major:minor check off
@@ -87,6 +90,9 @@ SysfsTree::~SysfsTree() {
     if (only_entry(verbs, "abi_version")) {
         fs::remove(verbs / "abi_version", ec);
         fs::remove(verbs, ec);
+        fs::remove(root_ / "class/misc/rdma_cm/abi_version", ec);
+        fs::remove(root_ / "class/misc/rdma_cm", ec);
+        fs::remove(root_ / "class/misc", ec);
     }
     fs::remove(root_ / "class/infiniband", ec);
     fs::remove(root_ / "class", ec);

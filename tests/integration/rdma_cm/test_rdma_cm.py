@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Stock rdmacm-utils through the emulated rdma_cm device (docs/rdma-cm.md):
+on one loopback uroced, unmodified rping (data verified with -V; IPv4 and
+IPv6), ucmatose
+(10 connections), udaddy (UD ids, SIDR), cmtime (100 connections, the
+rate printed), perftest's -R tools, rdma_server/rdma_client (synchronous ids, rdma_migrate_id)
+and rstream (rsockets, non-blocking channels, every size) run through
+`uroce exec` and exit 0; and a program started without the preload library
+fails at once with a clear error instead of hanging.
+
+usage: test_rdma_cm.py UROCED UROCE
+Exit 77 (skipped) when not root (uroced makes its device node) or when
+rdmacm-utils or perftest is not installed.
+"""
+
+import errno
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
+from uroce_control import Client  # noqa: E402
+from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
+
+# abi/control.h CM_* (ops 40-42) and their fixed sizes.
+CM_OPEN_CHANNEL, CM_COMMAND, CM_GET_EVENT = 40, 41, 42
+CM_COMMAND_MAX, CM_OPTION_MAX = 312, 64
+
+UROCED = UROCE = None
+IP = "192.0.2.1"
+IP6 = "2001:db8::1"
+# A connection attempt is retried until the server listens (a REQ nobody
+# listens for is rejected at once, REJ 8); this bounds the whole wait.
+LISTEN_SECONDS = 20
+RUN_SECONDS = 60
+
+
+class Pair:
+    """A server program started first and a client retried until the
+    server listens; both are stopped by PID whatever happens."""
+
+    def __init__(self, daemon, server_argv, client_argv):
+        self.daemon = daemon
+        # A file, not a pipe: nobody reads while the client runs, and a
+        # verbose server would block on a full pipe.
+        self.server_log = tempfile.TemporaryFile(mode="w+")
+        self.server = subprocess.Popen(daemon.exec_argv(*server_argv), stdout=self.server_log,
+                                       stderr=subprocess.STDOUT, text=True)
+        self.client_argv = client_argv
+
+    def run(self, server_stays=False):
+        deadline = time.monotonic() + LISTEN_SECONDS
+        while True:
+            try:
+                client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
+                                        timeout=RUN_SECONDS)
+            except subprocess.TimeoutExpired as e:  # killed: report both sides' output
+                out = f"client timed out after {RUN_SECONDS} s\n" + (e.stdout or b"").decode(errors="replace")
+                client = subprocess.CompletedProcess(e.cmd, -9, out, "")
+            out = client.stdout + client.stderr
+            rejected = any(sign in out for sign in ("REJECTED", "rejected", "Connection refused",
+                                                    "Unexpected CM event bl blka 8",  # perftest's REJECTED
+                                                    "UNREACHABLE, error: 1"))  # SIDR: nobody listens
+            if client.returncode == 0 or not rejected or time.monotonic() > deadline or self.server.poll() is not None:
+                break
+            time.sleep(0.05)
+        if server_stays and self.server.poll() is None:
+            self.server.kill()  # a server that serves until stopped (cmtime)
+            self.server.wait()
+            self.server.returncode = 0
+        try:
+            self.server.wait(timeout=RUN_SECONDS)
+        except subprocess.TimeoutExpired:
+            self.server.kill()
+            self.server.wait()
+        self.server_log.seek(0)
+        return client.returncode, out, self.server.returncode, self.server_log.read()
+
+    def close(self):
+        if self.server.poll() is None:
+            self.server.kill()
+            self.server.wait()
+        self.server_log.close()
+
+
+class RdmaCm(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(UROCED, UROCE, name="uroce_cm", ip=IP, extra=("--ip", IP6))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+
+    def pair(self, server_argv, client_argv, server_stays=False):
+        p = Pair(self.daemon, server_argv, client_argv)
+        self.addCleanup(p.close)
+        crc, cout, src, sout = p.run(server_stays)
+        why = f"client:\n{tail(cout)}\nserver:\n{tail(sout)}\ndaemon:\n{tail(self.daemon.log_text())}"
+        self.assertEqual(crc, 0, why)
+        self.assertEqual(src, 0, why)
+        self.assertTrue(self.daemon.alive(), why)
+        return cout, sout
+
+    def test_rping_moves_verified_data(self):
+        args = ["-v", "-V", "-C", "100", "-S", "4096", "-p", "7174"]
+        cout, _ = self.pair(["rping", "-s", "-a", IP, *args], ["rping", "-c", "-a", IP, *args])
+        pings = [line for line in cout.splitlines() if line.startswith("ping data: rdma-ping-")]
+        self.assertEqual(len(pings), 100, tail(cout))
+        self.assertIn("rdma-ping-99: ", pings[-1])
+
+    def test_rping_through_loopback_address_and_wildcard_listener(self):
+        args = ["-V", "-C", "10", "-S", "100", "-p", "7175"]
+        self.pair(["rping", "-s", *args], ["rping", "-c", "-a", "127.0.0.1", *args])
+
+    def test_rping_over_ipv6(self):
+        args = ["-V", "-C", "20", "-S", "1000", "-p", "7182"]
+        self.pair(["rping", "-s", "-a", IP6, *args], ["rping", "-c", "-a", IP6, *args])
+
+    def test_ucmatose_ipv6_wildcard_listener(self):
+        cout, _ = self.pair(["ucmatose", "-b", "::", "-p", "7183"], ["ucmatose", "-s", IP6, "-p", "7183"])
+        self.assertIn("return status 0", cout)
+
+    def test_ucmatose_ten_connections(self):
+        cout, sout = self.pair(["ucmatose", "-p", "7176", "-c", "10", "-C", "100"],
+                               ["ucmatose", "-s", IP, "-p", "7176", "-c", "10", "-C", "100"])
+        self.assertIn("return status 0", cout)
+        self.assertIn("disconnected", sout)
+
+    def test_udaddy_over_sidr(self):
+        # udaddy's -p is the port space; its port is always 7174 (of PS_UDP).
+        cout, sout = self.pair(["udaddy"], ["udaddy", "-s", IP])
+        self.assertIn("return status 0", cout)
+        self.assertIn("sending replies", sout)
+
+    def test_rdma_server_and_client(self):
+        cout, sout = self.pair(["rdma_server", "-p", "7177"], ["rdma_client", "-s", IP, "-p", "7177"])
+        self.assertIn("rdma_client: end 0", cout)
+        self.assertIn("rdma_server: end 0", sout)
+
+    def test_rstream_every_size(self):
+        cout, _ = self.pair(["rstream", "-p", "7178"], ["rstream", "-s", IP, "-p", "7178"])
+        rows = [line.split()[0] for line in cout.splitlines()[1:] if line.strip()]
+        self.assertIn("1m_bw", rows, cout)
+        self.assertIn("64_lat", rows, cout)
+
+    def test_perftest_with_rdma_cm(self):
+        for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"):
+            with self.subTest(tool=tool):
+                argv = [tool, "-R", "-d", self.daemon.name, "-n", "1000", "-p", "18515"]
+                cout, _ = self.pair(argv, [*argv, IP])
+                self.assertIn("#bytes", cout)
+
+    def test_cmtime_hundred_connections(self):
+        cout, _ = self.pair(["cmtime", "-p", "7181", "-c", "100"], ["cmtime", "-s", IP, "-p", "7181", "-c", "100"],
+                            server_stays=True)
+        connect = [line for line in cout.splitlines() if line.split(":")[0].strip() == "connect"]
+        self.assertEqual(len(connect), 1, cout)
+        # "connect : total ms ...": 100 connections, reported for the benchmark log.
+        total_ms = float(connect[0].split(":")[1].split()[0])
+        print(f"cmtime: 100 connections in {total_ms:.1f} ms ({100000 / max(total_ms, 0.001):.0f} connects/s)",
+              file=sys.stderr)
+
+    def test_without_the_preload_the_device_is_missing_not_hanging(self):
+        env = dict(os.environ)
+        exports = subprocess.run([UROCE, "env", "--state-dir", self.daemon.state], capture_output=True, text=True,
+                                 check=True).stdout
+        for line in exports.splitlines():  # export NAME=value
+            name, _, value = line.removeprefix("export ").partition("=")
+            env[name] = value.strip("'\"")
+        env.pop("LD_PRELOAD", None)
+        start = time.monotonic()
+        r = subprocess.run(["ucmatose", "-s", IP, "-p", "7179"], env=env, capture_output=True, text=True, timeout=20)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("failed to create RDMA CM event channel: No such file or directory", r.stdout + r.stderr)
+        self.assertLess(time.monotonic() - start, 10)
+
+
+class CmControl(unittest.TestCase):
+    """The control ops behind the device, driven raw: what a hostile or
+    confused client gets (the program's errno, never a crash)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.daemon = Daemon(UROCED, UROCE, name="uroce_cmctl", ip=IP)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.daemon.close()
+
+    def client(self):
+        c = Client(os.path.join(self.daemon.state, "uroce_cmctl.sock"))
+        self.addCleanup(c.close)
+        return c
+
+    def open_channel(self, c):
+        program, daemon_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.addCleanup(program.close)
+        status, body, _ = c.call(CM_OPEN_CHANNEL, fds=[daemon_end.fileno()])
+        daemon_end.close()
+        self.assertEqual(status, 0)
+        return struct.unpack_from("<I", body)[0], program
+
+    @staticmethod
+    def command(c, channel, cmd_bytes, option=b""):
+        body = struct.pack("<IHH", channel, len(cmd_bytes), len(option)) + cmd_bytes.ljust(CM_COMMAND_MAX, b"\0") + \
+            option.ljust(CM_OPTION_MAX, b"\0")
+        status, reply, _ = c.call(CM_COMMAND, body)
+        length = struct.unpack_from("<I", reply)[0] if reply else 0
+        return status, reply[8:8 + length]
+
+    @staticmethod
+    def create_id(ps):
+        # rdma_ucm_cmd_hdr {cmd 0, in 24, out 4} + rdma_ucm_create_id {uid, response, ps, qp_type}
+        return struct.pack("<IHH", 0, 24, 4) + struct.pack("<QQHB5x", 7, 0, ps, 2)
+
+    def test_open_channel_wants_a_seqpacket_socket(self):
+        c = self.client()
+        self.assertEqual(c.call(CM_OPEN_CHANNEL)[0], errno.EINVAL)
+        r, w = os.pipe()
+        try:
+            self.assertEqual(c.call(CM_OPEN_CHANNEL, fds=[r])[0], errno.EINVAL)
+        finally:
+            os.close(r)
+            os.close(w)
+
+    def test_commands_get_the_kernels_errno(self):
+        c = self.client()
+        channel, _program = self.open_channel(c)
+        self.assertEqual(self.command(c, channel + 1000, self.create_id(0x106))[0], errno.EBADF)
+        self.assertEqual(self.command(c, channel, b"\1\2")[0], errno.EINVAL)                     # no header
+        self.assertEqual(self.command(c, channel, struct.pack("<IHH", 23, 0, 0))[0], errno.EINVAL)  # no such command
+        self.assertEqual(self.command(c, channel, self.create_id(0x1234))[0], errno.EINVAL)         # port space
+        status, answer = self.command(c, channel, self.create_id(0x106))
+        self.assertEqual(status, 0)
+        self.assertEqual(len(answer), 4)
+        status, _, _ = c.call(CM_GET_EVENT, struct.pack("<II", channel, 0))
+        self.assertEqual(status, errno.ENOENT)  # nothing queued
+        # A bad command length is refused, and the connection still serves.
+        bad = struct.pack("<IHH", channel, CM_COMMAND_MAX + 1, 0) + bytes(CM_COMMAND_MAX + CM_OPTION_MAX)
+        self.assertEqual(c.call(CM_COMMAND, bad)[0], errno.EINVAL)
+        self.assertEqual(self.command(c, channel, self.create_id(0x106))[0], 0)
+        self.assertTrue(self.daemon.alive())
+
+    def test_program_close_ends_the_channel(self):
+        c = self.client()
+        channel, program = self.open_channel(c)
+        self.assertEqual(self.command(c, channel, self.create_id(0x106))[0], 0)
+        program.close()
+        deadline = time.monotonic() + 10
+        while self.command(c, channel, self.create_id(0x106))[0] != errno.EBADF:
+            self.assertLess(time.monotonic(), deadline, "the daemon kept a closed channel")
+            time.sleep(0.01)
+
+    def test_connection_end_closes_its_channels(self):
+        c = Client(os.path.join(self.daemon.state, "uroce_cmctl.sock"))
+        _channel, program = self.open_channel(c)
+        c.close()
+        ready, _, _ = select.select([program], [], [], 10)
+        self.assertTrue(ready, "the daemon kept the channel of a departed connection")
+        self.assertEqual(program.recv(1), b"")  # the daemon's end closed
+
+
+def main():
+    global UROCED, UROCE
+    if len(sys.argv) < 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    UROCED, UROCE = sys.argv[1], sys.argv[2]
+    if os.geteuid() != 0:
+        print("SKIP: needs root (uroced makes /dev/infiniband/uverbs_<name>)")
+        return SKIP
+    missing = missing_tools(["rping", "ucmatose", "rdma_server", "rdma_client", "rstream", "udaddy", "cmtime",
+                             "ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"])
+    if missing:
+        print(f"SKIP: missing {' '.join(missing)} (apt-get install rdmacm-utils)")
+        return SKIP
+    prog = unittest.main(argv=[sys.argv[0], "-v"], exit=False)
+    return 0 if prog.result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
