@@ -21,7 +21,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -35,19 +34,11 @@ RUN_TIMEOUT = 120
 COUNTERS = ["timeouts", "retransmits", "retransmitted_packets", "tx_deferred", "seq_naks_received", "tx_packets"]
 
 
-def engine_counters(daemon):
-    r = subprocess.run([daemon.uroce, "stats", "--json", "--state-dir", daemon.state, "--device", daemon.name],
-                       capture_output=True, text=True, timeout=30)
-    if r.returncode != 0:
-        raise RuntimeError(f"uroce stats failed: {r.stderr}")
-    return json.loads(r.stdout)["engine"]
-
-
 def counters_now(topo):
     """The engine counters summed over the daemons (both ends' requesters)."""
     total = dict.fromkeys(COUNTERS, 0)
     for d in topo.daemons:
-        c = engine_counters(d)
+        c = d.stats()["engine"]
         for k in COUNTERS:
             total[k] += c.get(k, 0)
     return total
