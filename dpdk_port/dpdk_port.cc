@@ -64,6 +64,18 @@ constexpr int kTxAttempts = 4;
 constexpr std::uint32_t kAfPacketDefaultFrameSize = 2048;
 constexpr std::uint32_t kAfPacketSlotOverhead = 34;
 
+// Slots in each of af_packet's rings (`framecnt`; the PMD's default is 512).
+// The receive ring must hold what peers may have in flight towards this port
+// while the daemon is not scheduled: the engines' windows let 256 QPs have
+// 1024 packets unacknowledged (4 each, docs/congestion.md), twice the
+// default ring, and the kernel drops what overflows it, which small windows
+// find only by ACK timeouts. 4096 slots hold four times that; each ring is
+// kept to kAfPacketRingBytes (8 MiB with the default 2048-byte slots), but
+// never below the PMD's default.
+constexpr std::uint32_t kAfPacketFrameCount = 4096;
+constexpr std::uint32_t kAfPacketDefaultFrameCount = 512;
+constexpr std::uint32_t kAfPacketRingBytes = 8u << 20;
+
 // The value of `key=` in vdev devargs ("net_af_packet0,iface=veth0,framesz=4096").
 std::optional<std::string> devarg(const std::string& spec, const std::string& key) {
     std::size_t start = spec.find(',');
@@ -185,6 +197,12 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
             const std::uint32_t rounded = (slot + 4095) / 4096 * 4096;
             vdev += ",framesz=" + std::to_string(rounded) + ",blocksz=" + std::to_string(rounded);
         }
+    }
+    if (af_packet && !devarg(spec, "framecnt")) {
+        const std::uint32_t slot = af_packet_frame_size(vdev);
+        const std::uint32_t count = std::clamp(kAfPacketRingBytes / std::max(slot, 1u), kAfPacketDefaultFrameCount,
+                                               kAfPacketFrameCount);
+        vdev += ",framecnt=" + std::to_string(count);
     }
     if (is_pci_address(spec)) {
         args.push_back("--allow=" + spec);

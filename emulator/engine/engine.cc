@@ -222,7 +222,11 @@ bool Engine::send_held(Clock::time_point now) {
         if (!sink_.send_ip(std::span<std::uint8_t>(h.bytes), h.dst, now)) {
             break;
         }
+        const std::optional<std::uint32_t> request_of = h.request_of;
         held_.pop_front();
+        if (request_of) {
+            held_request_left(*request_of, now);
+        }
         sent = true;
     }
     return sent;
@@ -274,27 +278,28 @@ bool Engine::fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::Packet
     return true;
 }
 
-void Engine::send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
-                        Clock::time_point now) {
+Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
+                                     std::span<const std::uint8_t> payload_in_place, Clock::time_point now) {
     (void)qp;
     f.payload = payload_in_place;
     const wire::BuildResult r = wire::build_frame(f, tx_buffer_);
     if (r.status != wire::BuildStatus::Ok) {
         ++counters_.rx_dropped;
-        return;
+        return TxOutcome::Dropped;
     }
     ++counters_.tx_packets;
     const std::span<std::uint8_t> frame(tx_buffer_.data(), r.length);
     // Frames leave in the order they were made: nothing overtakes a held one.
     if (held_.empty() && sink_.send_ip(frame, f.ip.dst, now)) {
-        return;
+        return TxOutcome::Sent;
     }
     if (held_.size() >= config_.max_held_frames) {
         ++counters_.rx_dropped;
-        return;
+        return TxOutcome::Dropped;
     }
     ++counters_.tx_deferred;
-    held_.push_back(HeldFrame{std::vector<std::uint8_t>(frame.begin(), frame.end()), f.ip.dst});
+    held_.push_back(HeldFrame{std::vector<std::uint8_t>(frame.begin(), frame.end()), f.ip.dst, std::nullopt});
+    return TxOutcome::Held;
 }
 
 // ---- DMA between SGE lists and packets ----

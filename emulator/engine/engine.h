@@ -162,6 +162,15 @@ private:
     struct HeldFrame {
         std::vector<std::uint8_t> bytes;
         wire::Gid dst{};
+        // The QP whose request this is (its ACK timer starts when the frame
+        // leaves, requester.cc); none for ACKs and READ responses.
+        std::optional<std::uint32_t> request_of;
+    };
+    // What became of a frame handed to the port.
+    enum class TxOutcome : std::uint8_t {
+        Sent,     // the port took it
+        Held,     // the port refused it: kept in held_, sent later
+        Dropped,  // not built, or held_ was full
     };
     // Offers the held frames again, oldest first. True when any went.
     bool send_held(Clock::time_point now);
@@ -177,8 +186,8 @@ private:
         return std::min(qp.window.packets(), window_share_);
     }
     void rebuild_order();
-    void send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
-                    Clock::time_point now);
+    TxOutcome send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
+                         Clock::time_point now);
     bool fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const;
     void move_to_error(QueuePair& qp, Clock::time_point now);
     dma::ClientMemory* memory(std::uint32_t owner) const;
@@ -205,11 +214,17 @@ private:
     std::uint32_t read_part(const QueuePair& qp, const SendWqe& w) const;
     // Whether a READ before `w` in the send queue still waits for responses.
     bool older_read_outstanding(const QueuePair& qp, const SendWqe& w) const;
+    // Starts the local ACK timer for a request frame handed to the port.
+    void start_ack_timer(QueuePair& qp, TxOutcome outcome, Clock::time_point now);
     // Counts a packet sent again (retransmitted_packets) or moves sent_high.
     void note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn);
     void retire_done(QueuePair& qp);
     void rewind_to(QueuePair& qp, wire::Psn psn);
     void requester_timers(QueuePair& qp, Clock::time_point now);
+    // Starts a stopped ACK timer once the port no longer holds `qp` back.
+    void keep_ack_timer(QueuePair& qp, Clock::time_point now);
+    // A request frame of QP `qpn` the port had refused has now left.
+    void held_request_left(std::uint32_t qpn, Clock::time_point now);
     void flush_send_queue(QueuePair& qp);
 
     // completer.cc

@@ -92,6 +92,9 @@ struct QueuePair : QpSetup {
     std::uint32_t rq_consumed = 0;  // receive WQEs taken from the RQ ring
     std::uint8_t retry_left = 7;
     std::uint8_t rnr_retry_left = 7;
+    // Request frames of this QP the port refused and the engine still holds:
+    // while any wait, the ACK timer does not expire (they are not on the wire).
+    std::uint32_t requests_held = 0;
     std::optional<Clock::time_point> retransmit_at;
     std::optional<Clock::time_point> rnr_resume_at;
     bool sq_error = false;        // the send queue stopped (flushing)

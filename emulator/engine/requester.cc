@@ -236,12 +236,58 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
             payload = room;
         }
     }
-    send_frame(qp, f, payload, now);
+    const TxOutcome outcome = send_frame(qp, f, payload, now);
     note_sent(qp, w, f.bth.psn);
-    if (qp.type == qp::QpType::Rc && !qp.retransmit_at) {
-        qp.restart_retransmit_timer(now);
+    if (qp.type == qp::QpType::Rc) {
+        start_ack_timer(qp, outcome, now);
     }
     return true;
+}
+
+// IBA 9.7.6.1.3 (C9-140): the local ACK timer measures from when a request
+// went on the wire. A frame the port took starts it (if it is not running);
+// one the port refused starts it when it leaves (held_request_left). A
+// dropped frame is as good as lost on the wire: the timer recovers it.
+void Engine::start_ack_timer(QueuePair& qp, TxOutcome outcome, Clock::time_point now) {
+    switch (outcome) {
+        case TxOutcome::Held:
+            held_.back().request_of = qp.qpn;
+            ++qp.requests_held;
+            return;
+        case TxOutcome::Sent:
+        case TxOutcome::Dropped:
+            if (!qp.retransmit_at) {
+                qp.restart_retransmit_timer(now);
+            }
+            return;
+    }
+}
+
+void Engine::held_request_left(std::uint32_t qpn, Clock::time_point now) {
+    const auto it = qps_.find(qpn);
+    if (it == qps_.end()) {
+        return;  // destroyed while its frame waited
+    }
+    QueuePair& qp = *it->second;
+    if (qp.requests_held > 0) {
+        --qp.requests_held;
+    }
+    // Restarted, not only started: a timer started by an earlier frame of
+    // the QP may have run out while this one waited for the port.
+    if (qp.attr.state != qp::QpState::Err && qp.unacked != qp.next_psn) {
+        qp.restart_retransmit_timer(now);
+    }
+}
+
+void Engine::keep_ack_timer(QueuePair& qp, Clock::time_point now) {
+    // Work outstanding and no timer: it was stopped while the port held the
+    // QP back (requester_timers). Once the QP had its turn with the port
+    // free, it runs again from now; whatever the QP sent in that turn has
+    // started it already.
+    if (qp.type == qp::QpType::Rc && !qp.retransmit_at && qp.unacked != qp.next_psn && qp.requests_held == 0 &&
+        !tx_blocked() && qp.can_send() && !qp.rnr_resume_at) {
+        qp.restart_retransmit_timer(now);
+    }
 }
 
 bool Engine::window_allows(const QueuePair& qp, const SendWqe& w) const {
@@ -367,6 +413,7 @@ bool Engine::requester_poll(QueuePair& qp, Clock::time_point now) {
             qp.sent_packets = 0;
         }
     }
+    keep_ack_timer(qp, now);
     retire_done(qp);
     return worked;
 }
@@ -418,6 +465,13 @@ void Engine::requester_timers(QueuePair& qp, Clock::time_point now) {
         return;
     }
     qp.retransmit_at.reset();
+    // Not a timeout while the port holds the QP back: its requests still
+    // wait in the engine for the port (their departure starts the timer
+    // again), or the port is full and the QP cannot have its turn (the turn
+    // starts it again, keep_ack_timer). Local backpressure never costs a retry.
+    if (qp.requests_held > 0 || tx_blocked()) {
+        return;
+    }
     bool outstanding = false;
     SendWqe* oldest = nullptr;
     for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
@@ -447,7 +501,10 @@ void Engine::requester_timers(QueuePair& qp, Clock::time_point now) {
     --qp.retry_left;
     qp.window.on_timeout(qp.sent_high);
     rewind_to(qp, qp.unacked);
-    qp.restart_retransmit_timer(now);
+    // The timer starts again when the resend goes on the wire (send_packet,
+    // held_request_left, keep_ack_timer), not now: a QP waiting for a
+    // transmit turn behind many others must not spend its retries on packets
+    // it has not resent.
 }
 
 void Engine::note_sent(QueuePair& qp, const SendWqe& w, wire::Psn psn) {

@@ -10,6 +10,7 @@ the test exits.
 """
 
 import atexit
+import json
 import os
 import re
 import shutil
@@ -168,6 +169,14 @@ class Daemon:
 
     def alive(self):
         return self.proc.poll() is None
+
+    def stats(self):
+        """`uroce stats --json` of this daemon: {group: {counter: value}, 'mrs': [...]} (docs/stats.md)."""
+        r = subprocess.run([self.uroce, "stats", "--json", "--state-dir", self.state, "--device", self.name],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            raise AssertionError(f"uroce stats failed: {r.stderr}")
+        return json.loads(r.stdout)
 
     def log_text(self):
         self._log.flush()

@@ -16,8 +16,10 @@ constexpr std::size_t kRxBurst = 32;
 // engine round costs time per QP (256 QPs: 256 rings looked at), so one
 // burst per round made the receive rate fall as QPs were added, and the
 // kernel dropped what the af_packet ring could not hold (docs/congestion.md).
-// 16 bursts (512 frames) is about the af_packet ring: a round drains it.
-constexpr std::size_t kRxBurstsPerRound = 16;
+// 128 bursts (4096 frames) is the af_packet ring (dpdk_port.cc): a round
+// drains it, so ACKs that waited there while the daemon was not scheduled
+// are taken before the engine's round looks at the ACK timers.
+constexpr std::size_t kRxBurstsPerRound = 128;
 
 std::vector<wire::Gid> addresses_of(const device::Device& d) {
     std::vector<wire::Gid> out;

@@ -36,14 +36,19 @@ ATOMIC_ITERS = 1000
 # Many QPs (docs/congestion.md): 256 QPs must share the wire about as well as
 # 8 do. Both runs move the same bytes (64 KiB messages, 2560 in all); the
 # 256-QP run must reach MANY_QPS_MIN_RATIO of the 8-QP run's bandwidth. On an
-# idle machine it reaches 0.7 to 0.9; the test leaves room for a busy CI
-# machine (0.38 seen with other suites running), while still catching the
-# collapse it guards against (0.06 for WRITE; READ ended in RETRY_EXC_ERR).
+# idle machine it reaches 0.7 to 0.9; one pair's ratio swings with the load
+# of the machine (0.33 to 0.89 seen at a load average of 12 to 17 on 2
+# cores), so the floor stays low: it catches the collapse it guards against
+# (0.06 for WRITE; READ ended in RETRY_EXC_ERR). What does not swing with the
+# load is how much of the 256-QP run is sent again: at most
+# MANY_QPS_MAX_RESENT of the packets the two daemons sent (0.1% or less now;
+# 4 to 5% when the receive ring overflowed and ACK timeouts found the losses).
 MANY_QPS = 256
 FEW_QPS = 8
 MANY_QPS_SIZE = 65536
 MANY_QPS_MESSAGES = 2560
 MANY_QPS_MIN_RATIO = 0.25
+MANY_QPS_MAX_RESENT = 0.02
 ATOMICS = ["FETCH_AND_ADD", "CMP_AND_SWAP"]
 
 BW_TOOLS = ["ib_write_bw", "ib_read_bw", "ib_send_bw"]
@@ -97,12 +102,28 @@ class PerftestTests(unittest.TestCase):
             # QPs sharing a wire (docs/congestion.md, "Known limits").
             self.skipTest("many QPs are measured across the veth")
         few = self.bw_of(tool, MANY_QPS_SIZE, MANY_QPS_MESSAGES // FEW_QPS, FEW_QPS)
+        before = self.engine_totals()
         many = self.bw_of(tool, MANY_QPS_SIZE, MANY_QPS_MESSAGES // MANY_QPS, MANY_QPS)
+        after = self.engine_totals()
+        sent = after["tx_packets"] - before["tx_packets"]
+        resent = after["retransmitted_packets"] - before["retransmitted_packets"]
+        timeouts = after["timeouts"] - before["timeouts"]
         sys.stderr.write(f"    {tool}: -q {FEW_QPS} {few:.2f} MB/s, -q {MANY_QPS} {many:.2f} MB/s, "
-                         f"ratio {many / few if few > 0 else 0:.2f}\n")
+                         f"ratio {many / few if few > 0 else 0:.2f}; -q {MANY_QPS}: {sent} packets sent, "
+                         f"{resent} resent, {timeouts} ACK timeouts\n")
         self.assertGreater(few, 0.0)
         self.assertGreaterEqual(many, MANY_QPS_MIN_RATIO * few,
                                 f"{MANY_QPS} QPs reached {many:.2f} MB/s, {FEW_QPS} QPs {few:.2f} MB/s")
+        self.assertLessEqual(resent, MANY_QPS_MAX_RESENT * sent,
+                             f"{MANY_QPS} QPs sent {resent} of {sent} packets again ({timeouts} ACK timeouts)")
+
+    def engine_totals(self):
+        """The engine counters of the topology's daemons, summed."""
+        total = {}
+        for d in self.topo.daemons:
+            for k, v in d.stats()["engine"].items():
+                total[k] = total.get(k, 0) + v
+        return total
 
     def check_lat(self, tool, size, iters, extra=()):
         row, detail = self.run_case(tool, size, iters, extra)

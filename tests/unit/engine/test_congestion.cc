@@ -683,5 +683,99 @@ TEST_F(SharedPort, QpsTakeTurnsWhenThePortIsTheBottleneck) {
     EXPECT_EQ(a_.engine().counters().retransmitted_packets, 0u);
 }
 
+// The same 32 QPs behind a port that takes one frame per 10 us step, with a
+// short local ACK timeout (7: 4.096 us * 2^7 = 0.52 ms) and one retry. Each
+// QP's window (4 to 8 packets) puts 128 to 256 frames behind the port: the
+// last of them waits 1.3 to 2.6 ms to go, several timeouts. The ACK timer
+// must measure from when a request went on the wire (IBA 9.7.6.1.3), so a
+// backlog of the local port costs no retry.
+class BackloggedPort : public SharedPort {
+protected:
+    static constexpr std::uint32_t kPackets = 32;  // per QP, one WRITE
+    static constexpr std::uint8_t kTimeout = 7;
+
+    void SetUp() override {
+        SharedPort::SetUp();
+        for (std::uint32_t i = 0; i < kQps; ++i) {
+            qp::QpAttr attr = rts_attr(b_, 0x1000 + i);
+            attr.retry_cnt = 1;
+            attr.timeout = kTimeout;
+            a_.engine().modify_qp(0x100 + i, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
+        }
+        wire_.refuse = [&](int sender, std::span<const std::uint8_t>) { return sender == 0 && take(0, 1); };
+    }
+
+    // Posts a WRITE on every QP and runs until all complete; true if all did.
+    bool write_all() {
+        src_.resize(kQps);
+        dst_.resize(kQps);
+        for (std::uint32_t i = 0; i < kQps; ++i) {
+            src_[i].resize(kPackets * kMtu);
+            fill_pattern(src_[i], i);
+            dst_[i].assign(kPackets * kMtu, 0);
+            const auto smr = a_.reg(src_[i].data(), src_[i].size(), kAllAccess);
+            const auto dmr = b_.reg(dst_[i].data(), dst_[i].size(), kAllAccess);
+            uroce_send_wqe w = send_wqe(WrOpcode::RdmaWrite, i, 1);
+            w.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(dst_[i].data());
+            w.u.rdma.rkey = dmr.rkey;
+            const uroce_sge s = sge_of(src_[i].data(), kPackets * kMtu, smr.lkey);
+            as_[i]->post_send(w, std::span(&s, 1));
+        }
+        std::uint32_t completed = 0;
+        return run_until([&] {
+            for (auto& q : as_) {
+                for (auto& e : q->poll()) {
+                    EXPECT_EQ(e.status, 0u) << "wr_id " << e.wr_id;
+                    ++completed;
+                }
+            }
+            return completed == kQps;
+        });
+    }
+
+    std::vector<std::vector<std::uint8_t>> src_, dst_;
+};
+
+TEST_F(BackloggedPort, WaitingForThePortIsNotATimeout) {
+    ASSERT_TRUE(write_all());
+    for (std::uint32_t i = 0; i < kQps; ++i) {
+        EXPECT_EQ(src_[i], dst_[i]) << i;
+    }
+    const EngineCounters& c = a_.engine().counters();
+    EXPECT_GT(c.tx_deferred, 2 * std::uint64_t{kQps});  // the backlog was there
+    EXPECT_EQ(wire_.dropped, 0u);
+    EXPECT_EQ(c.timeouts, 0u);
+    EXPECT_EQ(c.retransmitted_packets, 0u);
+}
+
+TEST_F(BackloggedPort, AResendWaitingForThePortSpendsNoRetry) {
+    // Each QP's last packet is lost once: only its timer finds out. The
+    // resend then waits behind the other QPs' frames, longer than a timeout;
+    // with retry_cnt 1 a second expiry before it went would end the QP in
+    // RETRY_EXC_ERR.
+    std::vector<bool> lost(kQps, false);
+    wire_.filter = [&](std::span<const std::uint8_t> f) {
+        if (!is_request(f) || psn_of(f) != 0x100 + kPackets - 1) {
+            return 1;
+        }
+        const std::uint32_t qp = (std::uint32_t{f[42 + 5]} << 16 | std::uint32_t{f[42 + 6]} << 8 | f[42 + 7]) - 0x1000;
+        if (qp >= kQps || lost[qp]) {
+            return 1;
+        }
+        lost[qp] = true;
+        return 0;
+    };
+    ASSERT_TRUE(write_all());
+    for (std::uint32_t i = 0; i < kQps; ++i) {
+        EXPECT_TRUE(lost[i]) << i;
+        EXPECT_EQ(src_[i], dst_[i]) << i;
+    }
+    const EngineCounters& c = a_.engine().counters();
+    EXPECT_EQ(c.timeouts, std::uint64_t{kQps});  // one per QP: the lost packet's
+    // Going back to the oldest unacknowledged PSN resends at most what was
+    // in flight: the QP's share of the engine's window (256 / 32).
+    EXPECT_LE(c.retransmitted_packets, std::uint64_t{kQps} * (EngineConfig{}.engine_window / kQps));
+}
+
 }  // namespace
 }  // namespace uroce::engine::test
