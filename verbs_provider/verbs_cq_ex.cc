@@ -11,6 +11,7 @@
 // CLOCK_MONOTONIC (as a cycle count in tv_nsec, mlx5's form), so a
 // program can relate completion times to "now".
 // Completions flushed after the daemon has gone are stamped when polled.
+#include <sched.h>
 #include <time.h>
 
 #include <cerrno>
@@ -46,7 +47,13 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
     if (attr != nullptr && attr->comp_mask != 0) {
         return EINVAL;
     }
-    return take(ibcq);
+    const int err = take(ibcq);
+    if (err == ENOENT) {
+        // As poll_cq (verbs_cq.cc): a program spinning on an empty CQ must
+        // not keep uroced, which makes the completion, off the CPU.
+        sched_yield();
+    }
+    return err;
 }
 
 int next_poll(ibv_cq_ex* ibcq) { return take(ibcq); }
