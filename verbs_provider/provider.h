@@ -201,7 +201,9 @@ struct Cq {
     FlushedCompletions flushed;  // once the daemon has gone
     int channel_notify_fd = -1;  // the channel's write end (the preload's), -1 without a channel
     // ibv_cq_ex polling (verbs_cq_ex.cc): the completion start_poll or
-    // next_poll took last, which the read_* accessors report.
+    // next_poll took last, which the read_* accessors report, and the lock
+    // held from a successful start_poll to end_poll.
+    std::mutex poll_mutex;
     ibv_wc current{};
     CompletionTime current_time{};
 };

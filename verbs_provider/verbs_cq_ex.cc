@@ -1,7 +1,7 @@
 // ibv_create_cq_ex and the extended CQ's polling API (ibv_create_cq_ex(3)):
 // start_poll / next_poll take one completion at a time from the CQ ring
-// (completion_ring.h), end_poll has nothing to give back (the slot was
-// released when the completion was copied out), and the read_* accessors
+// (completion_ring.h), end_poll only ends the poll (the slot was released
+// when the completion was copied out), and the read_* accessors
 // report the completion taken last. Every accessor is installed whatever
 // wc_flags asked for; those outside the flags return what the CQE has.
 //
@@ -47,8 +47,14 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
     if (attr != nullptr && attr->comp_mask != 0) {
         return EINVAL;
     }
+    // Held from a successful start_poll to end_poll (ibv_create_cq_ex(3):
+    // end_poll follows only a start_poll that found a completion), so
+    // threads polling one CQ do not overwrite each other's current one.
+    Cq* cq = to_cq(ibcq);
+    cq->poll_mutex.lock();
     const int err = take(ibcq);
     if (err == ENOENT) {
+        cq->poll_mutex.unlock();
         // As poll_cq (verbs_cq.cc): a program spinning on an empty CQ must
         // not keep uroced, which makes the completion, off the CPU.
         sched_yield();
@@ -58,7 +64,7 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
 
 int next_poll(ibv_cq_ex* ibcq) { return take(ibcq); }
 
-void end_poll(ibv_cq_ex* /*ibcq*/) {}
+void end_poll(ibv_cq_ex* ibcq) { to_cq(ibcq)->poll_mutex.unlock(); }
 
 const ibv_wc& current(ibv_cq_ex* ibcq) { return to_cq(ibcq)->current; }
 
