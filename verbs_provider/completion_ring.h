@@ -37,6 +37,19 @@ public:
     // how many (0 when none), or -1 for a negative num_entries. With
     // `times`, also when each was generated (num_entries of them).
     int poll(int num_entries, ibv_wc* wc, CompletionTime* times = nullptr);
+    // ibv_resize_cq(3): with polling held off, `swap(ring, bytes)` has the
+    // daemon move the unpolled completions into a new ring and maps it (0 or
+    // an errno); the CQ then continues there. The caller unmaps the old one.
+    template <typename Swap>
+    int resize(Swap&& swap) {
+        std::lock_guard lock(mutex_);
+        void* ring = nullptr;
+        std::size_t bytes = 0;
+        if (const int err = swap(ring, bytes); err != 0) {
+            return err;
+        }
+        return attach(ring, bytes);
+    }
     // ibv_req_notify_cq(3): the next completion (solicited ones only, if
     // asked) written after this call produces one event on the CQ's channel.
     void request_notify(bool solicited_only);

@@ -74,6 +74,7 @@ constexpr pabi::verbs_context_ops kContextOps = [] {
     ops.destroy_cq = destroy_cq;
     ops.poll_cq = poll_cq;
     ops.req_notify_cq = req_notify_cq;
+    ops.resize_cq = resize_cq;
     ops.create_qp = create_qp;
     ops.create_qp_ex = create_qp_ex;
     ops.modify_qp = modify_qp;

@@ -54,6 +54,15 @@ void Engine::remove_cq(std::uint32_t handle) {
     }
 }
 
+int Engine::resize_cq(std::uint32_t handle, CqRing ring) {
+    auto it = cqs_.find(handle);
+    if (it == cqs_.end() || !it->second.ring.move_unread_to(ring)) {
+        return EINVAL;
+    }
+    it->second.ring = ring;
+    return 0;
+}
+
 void Engine::add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring,
                      std::uint64_t cookie, std::uint32_t limit) {
     srqs_[handle] = SharedReceiveQueue{owner, pd, ring, cookie, limit, 0, {}};

@@ -104,6 +104,10 @@ public:
     // `cookie` for each completion event.
     void add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie);
     void remove_cq(std::uint32_t handle);
+    // ibv_resize_cq: CQ `handle` continues in `ring`, with the completions
+    // not yet polled from the old one. 0, or EINVAL (unknown CQ, or the
+    // unpolled completions do not fit).
+    int resize_cq(std::uint32_t handle, CqRing ring);
     void add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring, std::uint64_t cookie,
                  std::uint32_t limit);
     // IBV_SRQ_LIMIT: arms the limit event (0 disarms).

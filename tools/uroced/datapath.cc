@@ -211,6 +211,14 @@ void Datapath::on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t
     srqs_[srq->handle] = std::move(srq);
 }
 
+int Datapath::on_resize_cq(std::shared_ptr<const device::CqRings> cq) {
+    const int err = engine_->resize_cq(cq->handle, engine::CqRing(cq->header, cq->entries));
+    if (err == 0) {
+        cqs_[cq->handle] = std::move(cq);
+    }
+    return err;
+}
+
 void Datapath::on_destroy_cq(std::uint32_t cq) {
     engine_->remove_cq(cq);
     cqs_.erase(cq);

@@ -5,7 +5,7 @@
  * and each completion field against what the operation must produce;
  * completion timestamps between clock readings taken around the operation;
  * what create_qp_ex / create_cq_ex / ibv_wr_complete refuse (EINVAL,
- * EOPNOTSUPP). One line per check; the exit status is the number of
+ * EOPNOTSUPP); ibv_resize_cq keeping unpolled completions. One line per check; the exit status is the number of
  * failures. Completions are awaited with a bounded deadline. */
 #include <arpa/inet.h>
 #include <inttypes.h>
@@ -677,6 +677,53 @@ static void test_rc_mistakes(struct side* a, struct side* b, struct side* uc) {
     expect_completion(b->recv_cq, 301, IBV_WC_RECV, b->qp->qp_num, 8, "classic send arrives", NULL);
 }
 
+/* ibv_resize_cq keeps the completions not polled yet, in order: b's
+ * receive CQ holds 6 when it is resized (too small first: EINVAL). */
+static void test_resize(struct side* a, struct side* b) {
+    struct ibv_qp_ex* q = a->qpx;
+    fill(a->buf, 64, 150);
+    for (int i = 0; i < 6; ++i) {
+        post_recv(b, 600 + (uint64_t)i, (uint32_t)(i * 64), 64);
+    }
+    ibv_wr_start(q);
+    q->wr_flags = IBV_SEND_SIGNALED;
+    for (int i = 0; i < 6; ++i) {
+        q->wr_id = 60 + (uint64_t)i;
+        ibv_wr_send(q);
+        ibv_wr_set_sge(q, a->mr->lkey, (uintptr_t)(a->buf + i), (uint32_t)(10 + i));
+    }
+    check_ret(ibv_wr_complete(q), 0, "ibv_wr_complete of 6 sends");
+    struct completion c[6];
+    /* RC: a send completes once its receive has completed. */
+    check(poll_ex(a->send_cq, 6, c) == 6, "6 send completions");
+    struct ibv_cq* cq = ibv_cq_ex_to_cq(b->recv_cq);
+    check_ret(ibv_resize_cq(cq, 4), EINVAL, "ibv_resize_cq below the unpolled completions");
+    check_ret(ibv_resize_cq(cq, 0), EINVAL, "ibv_resize_cq to 0 entries");
+    check_ret(ibv_resize_cq(cq, 200), 0, "ibv_resize_cq with 6 completions unpolled");
+    check(cq->cqe >= 200, "ibv_resize_cq sets cqe to the granted size");
+    const int got = poll_ex(b->recv_cq, 6, c);
+    int in_order = got == 6;
+    for (int i = 0; i < got; ++i) {
+        in_order = in_order && c[i].wr_id == 600 + (uint64_t)i && c[i].byte_len == (uint32_t)(10 + i) &&
+                   c[i].status == IBV_WC_SUCCESS && c[i].opcode == IBV_WC_RECV;
+    }
+    check(in_order, "the unpolled completions survive the resize, in order, with their fields");
+    for (int i = 0; i < 6; ++i) {
+        check_bytes(b->buf + i * 64, a->buf + i, (size_t)(10 + i), "data of a receive completed before the resize");
+    }
+    check(cq_empty(b->recv_cq), "nothing more after them");
+    post_recv(b, 606, 1024, 64);
+    ibv_wr_start(q);
+    q->wr_id = 66;
+    ibv_wr_send(q);
+    ibv_wr_set_sge(q, a->mr->lkey, (uintptr_t)a->buf, 7);
+    check_ret(ibv_wr_complete(q), 0, "ibv_wr_complete after the resize");
+    expect_completion(a->send_cq, 66, IBV_WC_SEND, a->qp->qp_num, UINT32_MAX, "send after the resize", NULL);
+    expect_completion(b->recv_cq, 606, IBV_WC_RECV, b->qp->qp_num, 7, "the resized CQ takes new completions", NULL);
+    check_ret(ibv_resize_cq(cq, 16), 0, "ibv_resize_cq down, nothing unpolled");
+    check(cq->cqe >= 16 && cq->cqe < 200, "the CQ shrank");
+}
+
 static void test_uc(struct side* a, struct side* b) {
     struct ibv_qp_ex* q = a->qpx;
     fill(a->buf, 512, 9);
@@ -794,6 +841,7 @@ int main(void) {
     test_rc_rdma(&a, &b);
     test_rc_windows(&a, &b);
     test_rc_mistakes(&a, &b, &ua);
+    test_resize(&a, &b);
     test_uc(&ua, &ub);
     test_ud(&da, &db);
 
