@@ -10,9 +10,10 @@ A run passes when both sides exit 0, each names the other's GID, both report
 "N bytes in" with N = size * iterations * 2 and the requested iteration
 count, and neither reports invalid data or a failed completion.
 
-ibv_rc_pingpong also runs with -N (the ibv_wr_* send API of an extended QP)
-and -t (an extended CQ with completion timestamps; the run must then print
-its receive-completion clock figures, max >= average >= min > 0).
+ibv_rc_pingpong also runs with -N (the ibv_wr_* send API of an extended QP,
+with and without -e) and -t (an extended CQ with completion timestamps; the
+run must then print its receive-completion clock figures, max >= average >=
+min > 0).
 
 Topologies (uroce_harness.Topology): one uroced on the loopback port, or one
 uroced per network namespace on net_af_packet over a veth pair. Exit 77
@@ -49,9 +50,13 @@ CASES = (
 )
 
 # (program, message size, events, extra flag): the extended verbs (issue 12).
-EXTENDED_CASES = [("ibv_rc_pingpong", size, events, flag)
-                  for flag, sizes in (("-N", (1, 4096, 65536)), ("-t", (1, 4096))) for size in sizes
-                  for events in (False, True)]
+# -t runs without -e: with both, ibv_rc_pingpong fails ("poll CQ failed 2")
+# whenever an event arrives for a completion its previous ibv_next_poll
+# already took (armed, then a second CQE written before that poll), a race
+# of the program's loop that any device has; its ibv_poll_cq loop tolerates
+# such an event, its ibv_start_poll loop does not.
+EXTENDED_CASES = ([("ibv_rc_pingpong", size, events, "-N") for size in (1, 4096, 65536) for events in (False, True)]
+                  + [("ibv_rc_pingpong", size, False, "-t") for size in (1, 4096, 65536)])
 
 FAILURE_LINES = re.compile(r"(?m)^.*(invalid data in page|Failed status|Couldn't|Failed to|poll CQ failed|"
                            r"parse WC failed).*$")
