@@ -262,6 +262,8 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 
 // verbs_cq.cc
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
+// The same with UROCE_CQ_* flags for CREATE_CQ (abi/control.h).
+ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags);
 int destroy_cq(ibv_cq* cq);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);

@@ -65,6 +65,10 @@ void* map_ring(int fd, std::uint64_t bytes) {
 }
 
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
+    return create_cq_flags(ctx, cqe, channel, comp_vector, 0);
+}
+
+ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags) {
     if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
         errno = EINVAL;
         return nullptr;
@@ -83,6 +87,7 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
     req.comp_vector = static_cast<std::uint32_t>(comp_vector);
     req.cookie = reinterpret_cast<std::uintptr_t>(&cq->vcq.cq);  // what ibv_get_cq_event reads
     req.has_channel = channel != nullptr ? 1 : 0;
+    req.flags = flags;
     uroce_ctrl_cq_reply reply{};
     int ring_fd = -1;
     if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply, notify_fd, &ring_fd); err != 0) {

@@ -127,7 +127,11 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
         errno = err;
         return nullptr;
     }
-    ibv_cq* ibcq = create_cq(ctx, static_cast<int>(attr->cqe), attr->channel, static_cast<int>(attr->comp_vector));
+    // The daemon stamps CQEs only for CQs that will read the times.
+    const bool timestamps = (attr->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+                                               IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)) != 0;
+    ibv_cq* ibcq = create_cq_flags(ctx, static_cast<int>(attr->cqe), attr->channel,
+                                   static_cast<int>(attr->comp_vector), timestamps ? UROCE_CQ_TIMESTAMPS : 0);
     if (ibcq == nullptr) {
         return nullptr;
     }

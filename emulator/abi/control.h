@@ -234,8 +234,12 @@ struct uroce_ctrl_create_cq {
     uint32_t comp_vector;
     uint64_t cookie;        /* the ibv_cq pointer, echoed in completion events */
     uint32_t has_channel;   /* 1: an fd is attached */
-    uint32_t reserved;
+    uint32_t flags;         /* UROCE_CQ_*; other bits: EINVAL */
 };
+/* Stamp every CQE with the time it is written (rings.h timestamp_ns and
+ * wallclock_ns): asked by ibv_create_cq_ex with a completion timestamp in
+ * wc_flags; two clock reads per CQE, so other CQs go without. */
+#define UROCE_CQ_TIMESTAMPS 1u
 struct uroce_ctrl_cq_reply {
     struct uroce_ctrl_hdr hdr;
     uint32_t handle;

@@ -591,6 +591,7 @@ void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider&
         case UROCE_CTRL_CREATE_CQ:
             as<uroce_ctrl_create_cq>(msg)->cqe = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
             as<uroce_ctrl_create_cq>(msg)->has_channel &= 1;
+            as<uroce_ctrl_create_cq>(msg)->flags &= UROCE_CQ_TIMESTAMPS;
             break;
         case UROCE_CTRL_CREATE_QP: {
             auto* r = as<uroce_ctrl_create_qp>(msg);

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "abi/control.h"
 #include "log.h"
 #include "wire/parse.h"
 
@@ -185,7 +186,9 @@ void Datapath::on_client_gone(std::uint32_t client) {
 
 void Datapath::on_cq(std::shared_ptr<const device::CqRings> cq) {
     const int fd = cq->channel_fd >= 0 ? ::dup(cq->channel_fd) : -1;
-    engine_->add_cq(cq->handle, cq->owner, engine::CqRing(cq->header, cq->entries), fd, cq->cookie);
+    const auto stamp = (cq->flags & UROCE_CQ_TIMESTAMPS) != 0 ? engine::CompletionStamp::Times
+                                                              : engine::CompletionStamp::None;
+    engine_->add_cq(cq->handle, cq->owner, engine::CqRing(cq->header, cq->entries), fd, cq->cookie, stamp);
     cqs_[cq->handle] = std::move(cq);
 }
 

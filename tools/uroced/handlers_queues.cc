@@ -110,7 +110,8 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     const auto req = read_as<uroce_ctrl_create_cq>(msg);
     // One completion vector (num_comp_vectors = 1). A channel comes with its
     // notify fd; an fd without has_channel is ignored (the caller closes it).
-    if (req.comp_vector != 0 || req.has_channel > 1 || (req.has_channel == 1 && received_fd < 0)) {
+    if (req.comp_vector != 0 || req.has_channel > 1 || (req.has_channel == 1 && received_fd < 0) ||
+        (req.flags & ~UROCE_CQ_TIMESTAMPS) != 0) {
         return status_only(out, h, EINVAL);
     }
     if (req.has_channel == 1) {
@@ -143,6 +144,7 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     rings->owner = c.client;
     rings->handle = cq.handle;
     rings->cookie = req.cookie;
+    rings->flags = req.flags;
     reply_fd = rings->memory.release_fd();  // closed after sending
     quota_.add(ObjectKind::Cq, cq.handle, c.client, charge);
     uroce_ctrl_cq_reply r{};
@@ -187,6 +189,7 @@ std::size_t ControlServer::resize_cq(Connection& c, const uroce_ctrl_hdr& h, con
     rings->owner = c.client;
     rings->handle = req.handle;
     rings->cookie = old->cookie;
+    rings->flags = old->flags;
     if (datapath_ != nullptr) {
         err = datapath_->on_resize_cq(rings);  // moves the unpolled CQEs over
     }

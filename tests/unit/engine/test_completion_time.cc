@@ -1,7 +1,8 @@
-// Every CQE carries the time uroced wrote it (abi/rings.h timestamp_ns,
-// wallclock_ns), which the provider's extended CQs report as
-// read_completion_ts and read_completion_wallclock_ns: both clocks read
-// between the post and the poll, the requester's after the responder's.
+// A CQ made with UROCE_CQ_TIMESTAMPS has every CQE carry the time uroced
+// wrote it (abi/rings.h timestamp_ns, wallclock_ns), which the provider's
+// extended CQs report as read_completion_ts and
+// read_completion_wallclock_ns: both clocks read between the post and the
+// poll, the requester's after the responder's. Other CQs are not stamped.
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -18,7 +19,12 @@ std::uint64_t now_ns(clockid_t clock) {
 
 class CompletionTime : public TwoNodes {
 protected:
-    void SetUp() override { connect(qp::QpType::Rc); }
+    void SetUp() override {
+        connect(qp::QpType::Rc);
+        // Both QPs complete on CQ 1 of their node: now a stamping one.
+        a_.engine().add_cq(1, kOwner, CqRing(qa_.cq(), qa_.cq_entries), -1, 0xC0FFEE, CompletionStamp::Times);
+        b_.engine().add_cq(1, kOwner, CqRing(qb_.cq(), qb_.cq_entries), -1, 0xC0FFEE, CompletionStamp::Times);
+    }
 };
 
 TEST_F(CompletionTime, EveryCqeIsStampedWhenWritten) {
@@ -47,6 +53,25 @@ TEST_F(CompletionTime, EveryCqeIsStampedWhenWritten) {
     }
     // The sender completes on the ACK, after the receiver's completion.
     EXPECT_LE(b[0].timestamp_ns, a[0].timestamp_ns);
+}
+
+TEST_F(CompletionTime, CqsThatDidNotAskAreNotStamped) {
+    a_.engine().add_cq(1, kOwner, CqRing(qa_.cq(), qa_.cq_entries), -1, 0xC0FFEE);
+    std::vector<std::uint8_t> src(8, 1), dst(8);
+    const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
+    const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);
+    uroce_send_wqe w = send_wqe(WrOpcode::RdmaWrite, 9, 1);
+    w.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+    w.u.rdma.rkey = dmr.rkey;
+    const uroce_sge s = sge_of(src.data(), 8, smr.lkey);
+    qa_.post_send(w, std::span(&s, 1));
+    std::vector<uroce_cqe> a;
+    ASSERT_TRUE(run_until([&] {
+        for (auto& e : qa_.poll()) a.push_back(e);
+        return !a.empty();
+    }));
+    EXPECT_EQ(a[0].timestamp_ns, 0u);
+    EXPECT_EQ(a[0].wallclock_ns, 0u);
 }
 
 }  // namespace
