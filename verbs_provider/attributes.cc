@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "extended_rules.h"
 #include "provider.h"
 
 namespace uroce::provider {
@@ -56,6 +57,10 @@ int device_attr(ibv_context* ctx, ibv_device_attr_ex& ex) {
     a.local_ca_ack_delay = d.local_ca_ack_delay;
     a.phys_port_cnt = d.phys_port_cnt;
     ex.phys_port_cnt_ex = d.phys_port_cnt;
+    // Completion timestamps (ibv_create_cq_ex): nanoseconds of
+    // CLOCK_MONOTONIC when uroced wrote the CQE (verbs_cq_ex.cc).
+    ex.completion_timestamp_mask = kCompletionTimestampMask;
+    ex.hca_core_clock = kHcaCoreClockKhz;
     return 0;
 }
 

@@ -48,7 +48,7 @@ int CompletionRing::attach(void* ring, std::size_t bytes) {
     return 0;
 }
 
-int CompletionRing::poll(int num_entries, ibv_wc* wc) {
+int CompletionRing::poll(int num_entries, ibv_wc* wc, CompletionTime* times) {
     if (num_entries < 0) {
         return -1;
     }
@@ -62,6 +62,9 @@ int CompletionRing::poll(int num_entries, ibv_wc* wc) {
         uroce_cqe cqe;
         std::memcpy(&cqe, &slots_[(consumer_ + i) & (entries_ - 1)], sizeof cqe);
         cqe_to_wc(cqe, wc[i]);
+        if (times != nullptr) {
+            times[i] = CompletionTime{cqe.timestamp_ns, cqe.wallclock_ns};
+        }
     }
     if (n != 0) {
         consumer_ += n;

@@ -17,6 +17,14 @@
 
 namespace uroce::provider {
 
+// When the daemon generated a completion (abi/rings.h uroce_cqe), in
+// nanoseconds: CLOCK_MONOTONIC (the device clock of
+// read_completion_ts) and CLOCK_REALTIME.
+struct CompletionTime {
+    std::uint64_t device_ns;
+    std::uint64_t wallclock_ns;
+};
+
 class CompletionRing {
 public:
     // Takes the ring the daemon made at `ring` (`bytes` of mapping). 0, or
@@ -26,8 +34,22 @@ public:
     [[nodiscard]] std::uint32_t entries() const { return entries_; }
 
     // ibv_poll_cq(3): up to `num_entries` completions, oldest first; returns
-    // how many (0 when none), or -1 for a negative num_entries.
-    int poll(int num_entries, ibv_wc* wc);
+    // how many (0 when none), or -1 for a negative num_entries. With
+    // `times`, also when each was generated (num_entries of them).
+    int poll(int num_entries, ibv_wc* wc, CompletionTime* times = nullptr);
+    // ibv_resize_cq(3): with polling held off, `swap(ring, bytes)` has the
+    // daemon move the unpolled completions into a new ring and maps it (0 or
+    // an errno); the CQ then continues there. The caller unmaps the old one.
+    template <typename Swap>
+    int resize(Swap&& swap) {
+        std::lock_guard lock(mutex_);
+        void* ring = nullptr;
+        std::size_t bytes = 0;
+        if (const int err = swap(ring, bytes); err != 0) {
+            return err;
+        }
+        return attach(ring, bytes);
+    }
     // ibv_req_notify_cq(3): the next completion (solicited ones only, if
     // asked) written after this call produces one event on the CQ's channel.
     void request_notify(bool solicited_only);

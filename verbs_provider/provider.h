@@ -21,6 +21,7 @@
 #include "abi/control_client.h"
 #include "completion_ring.h"
 #include "pabi34.h"
+#include "send_batch.h"
 #include "work_queue.h"
 
 namespace uroce::mr {
@@ -199,6 +200,12 @@ struct Cq {
     CompletionRing completions;
     FlushedCompletions flushed;  // once the daemon has gone
     int channel_notify_fd = -1;  // the channel's write end (the preload's), -1 without a channel
+    // ibv_cq_ex polling (verbs_cq_ex.cc): the completion start_poll or
+    // next_poll took last, which the read_* accessors report, and the lock
+    // held from a successful start_poll to end_poll.
+    std::mutex poll_mutex;
+    ibv_wc current{};
+    CompletionTime current_time{};
 };
 inline Cq* to_cq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
 struct Qp {
@@ -209,6 +216,7 @@ struct Qp {
     std::size_t ring_bytes;
     WorkQueue sq;
     WorkQueue rq;
+    SendBatch batch;  // ibv_wr_* of an extended QP (verbs_qp_ex.cc)
 };
 struct Srq {
     ibv_srq srq;
@@ -255,15 +263,27 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 
 // verbs_cq.cc
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
+// The same with UROCE_CQ_* flags for CREATE_CQ (abi/control.h).
+ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags);
 int destroy_cq(ibv_cq* cq);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);
+int resize_cq(ibv_cq* cq, int cqe);
+
+// verbs_cq_ex.cc
+ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr);
+int query_rt_values(ibv_context* ctx, ibv_values_ex* values);
+// Polls one completion for an ibv_cq_ex or ibv_poll_cq: the ring's, then
+// (the daemon gone) a flushed one. 1, or 0 when there is none.
+int poll_one(Cq& cq, ibv_wc& wc, CompletionTime* time);
 
 // verbs_qp.cc
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
 int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask);
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask, ibv_qp_init_attr* init_attr);
 int destroy_qp(ibv_qp* qp);
+// verbs_qp_ex.cc
+ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr);
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 

@@ -63,6 +63,10 @@ void* map_ring(int fd, std::uint64_t bytes) {
 }
 
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector) {
+    return create_cq_flags(ctx, cqe, channel, comp_vector, 0);
+}
+
+ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags) {
     if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
         errno = EINVAL;
         return nullptr;
@@ -81,6 +85,7 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
     req.comp_vector = static_cast<std::uint32_t>(comp_vector);
     req.cookie = reinterpret_cast<std::uintptr_t>(&cq->vcq.cq);  // what ibv_get_cq_event reads
     req.has_channel = channel != nullptr ? 1 : 0;
+    req.flags = flags;
     uroce_ctrl_cq_reply reply{};
     int ring_fd = -1;
     if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply, notify_fd, &ring_fd); err != 0) {
@@ -153,6 +158,47 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
         sched_yield();
     }
     return n;
+}
+
+int resize_cq(ibv_cq* ibcq, int cqe) {
+    if (cqe <= 0) {
+        return EINVAL;
+    }
+    Cq* cq = to_cq(ibcq);
+    void* new_ring = nullptr;
+    std::size_t new_bytes = 0;
+    std::uint32_t granted = 0;
+    // RESIZE_CQ (abi/control.h) while no one polls: the daemon writes the
+    // completions not polled yet into the new ring.
+    const int err = cq->completions.resize([&](void*& ring, std::size_t& bytes) {
+        auto req = request<uroce_ctrl_resize_cq>(UROCE_CTRL_RESIZE_CQ);
+        req.handle = ibcq->handle;
+        req.cqe = static_cast<std::uint32_t>(cqe);
+        uroce_ctrl_cq_reply reply{};
+        int ring_fd = -1;
+        if (const int e = link_of(ibcq->context).call(&req, sizeof req, &reply, sizeof reply, -1, &ring_fd); e != 0) {
+            return e;
+        }
+        ring = map_ring(ring_fd, reply.ring_bytes);
+        if (ring == nullptr) {
+            return errno;
+        }
+        new_ring = ring;
+        new_bytes = bytes = reply.ring_bytes;
+        granted = reply.cqe;
+        return 0;
+    });
+    if (err != 0) {
+        if (new_ring != nullptr) {
+            ::munmap(new_ring, new_bytes);  // mapped, but not a ring we can use
+        }
+        return err;
+    }
+    ::munmap(cq->ring, cq->ring_bytes);
+    cq->ring = new_ring;
+    cq->ring_bytes = new_bytes;
+    ibcq->cqe = static_cast<int>(granted);
+    return 0;
 }
 
 int req_notify_cq(ibv_cq* ibcq, int solicited_only) {

@@ -113,6 +113,11 @@ std::uint8_t* WorkQueue::next_slot() {
     return slots_ + static_cast<std::size_t>(producer_ & (entries_ - 1)) * stride_;
 }
 
+std::uint32_t WorkQueue::free_slots() {
+    consumer_ = shared(header_->consumer).load(std::memory_order_acquire);
+    return entries_ - std::min(producer_ - consumer_, entries_);
+}
+
 void WorkQueue::publish(int doorbell_fd) {
     // The daemon arms the doorbell and then looks at producer once more; we
     // store producer and then look at the doorbell. All four accesses are
@@ -242,6 +247,34 @@ int WorkQueue::post_send(ibv_qp_type type, ibv_qp_state state, int doorbell_fd, 
         publish(doorbell_fd);
     }
     return err;
+}
+
+int WorkQueue::post_send_all(ibv_qp_type type, ibv_qp_state state, int doorbell_fd, ibv_send_wr* wr) {
+    if (state < IBV_QPS_RTS) {
+        return EINVAL;  // as post_send
+    }
+    std::lock_guard lock(mutex_);
+    if (life_ == Life::Flushed) {
+        return EIO;
+    }
+    std::uint32_t count = 0;
+    for (const ibv_send_wr* w = wr; w != nullptr; w = w->next) {
+        if (const int err = check_send_wr(type, *w); err != 0) {
+            return err;
+        }
+        ++count;
+    }
+    if (count > free_slots()) {
+        return ENOMEM;
+    }
+    for (const ibv_send_wr* w = wr; w != nullptr; w = w->next) {
+        write_send_wqe(type, *w, next_slot());
+        ++producer_;
+    }
+    if (count != 0) {
+        publish(doorbell_fd);
+    }
+    return 0;
 }
 
 int WorkQueue::post_recv(int doorbell_fd, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {

@@ -42,6 +42,10 @@ public:
     // ibv_post_send(3) for a QP of `type` in `state`; `doorbell_fd` is the
     // daemon's eventfd. 0 or an errno (EINVAL, ENOMEM when the ring is full).
     int post_send(ibv_qp_type type, ibv_qp_state state, int doorbell_fd, ibv_send_wr* wr, ibv_send_wr** bad_wr);
+    // The same for a chain that goes in whole or not at all (ibv_wr_complete,
+    // send_batch.h): every WR is checked and the free slots counted before
+    // the first is written. 0, or the errno of the first refusal.
+    int post_send_all(ibv_qp_type type, ibv_qp_state state, int doorbell_fd, ibv_send_wr* wr);
     // ibv_post_recv(3) / ibv_post_srq_recv(3); the caller checked the QP.
     int post_recv(int doorbell_fd, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 
@@ -54,6 +58,8 @@ public:
 private:
     // The slot the next WQE goes to, or null when the ring is full.
     std::uint8_t* next_slot();
+    // How many WQEs the ring takes now.
+    std::uint32_t free_slots();
     // Makes the WQEs written so far visible to the daemon, then rings the
     // doorbell if the daemon armed it.
     void publish(int doorbell_fd);

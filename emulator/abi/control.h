@@ -55,6 +55,7 @@ enum uroce_ctrl_op {
     UROCE_CTRL_DOORBELL = 27,
     UROCE_CTRL_STATS = 28,
     UROCE_CTRL_LIST_MRS = 29,
+    UROCE_CTRL_RESIZE_CQ = 60,
     UROCE_CTRL_OP_COUNT
 };
 
@@ -233,13 +234,30 @@ struct uroce_ctrl_create_cq {
     uint32_t comp_vector;
     uint64_t cookie;        /* the ibv_cq pointer, echoed in completion events */
     uint32_t has_channel;   /* 1: an fd is attached */
-    uint32_t reserved;
+    uint32_t flags;         /* UROCE_CQ_*; other bits: EINVAL */
 };
+/* Stamp every CQE with the time it is written (rings.h timestamp_ns and
+ * wallclock_ns): asked by ibv_create_cq_ex with a completion timestamp in
+ * wc_flags; two clock reads per CQE, so other CQs go without. */
+#define UROCE_CQ_TIMESTAMPS 1u
 struct uroce_ctrl_cq_reply {
     struct uroce_ctrl_hdr hdr;
     uint32_t handle;
     uint32_t cqe;           /* entries granted (>= asked) */
     uint64_t ring_bytes;    /* size of the memfd */
+};
+
+/* RESIZE_CQ: ibv_resize_cq. The reply (a uroce_ctrl_cq_reply) passes the
+ * memfd of a new CQ ring that holds, from slot 0 on, the completions the
+ * client had not polled from the old one (its consumer to producer, in
+ * order), and the old ring's pending notify request. The client must not
+ * poll the old ring from the request on and unmaps it after the reply.
+ * EINVAL when `cqe` is 0, beyond max_cqe, or fewer than the unpolled
+ * completions. */
+struct uroce_ctrl_resize_cq {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t handle;
+    uint32_t cqe;           /* entries asked for */
 };
 
 /* DOORBELL: a header-only request; the reply (a uroce_ctrl_handle) passes
@@ -535,6 +553,7 @@ static_assert(sizeof(struct uroce_ctrl_port_attr) == 72, "port attr layout");
 static_assert(sizeof(struct uroce_ctrl_status_reply) == 88, "status layout");
 static_assert(sizeof(struct uroce_ctrl_create_cq) == 48, "create cq layout");
 static_assert(sizeof(struct uroce_ctrl_cq_reply) == 40, "cq reply layout");
+static_assert(sizeof(struct uroce_ctrl_resize_cq) == 32, "resize cq layout");
 static_assert(sizeof(struct uroce_ctrl_qp_cap) == 24, "qp cap layout");
 static_assert(sizeof(struct uroce_ctrl_ah_attr) == 32, "ah attr layout");
 static_assert(sizeof(struct uroce_ctrl_qp_attr) == 112, "qp attr layout");

@@ -137,7 +137,15 @@ struct uroce_cqe {
     uint8_t sl;
     uint8_t dlid_path_bits;
     uint8_t reserved[2];
-    uint32_t reserved2[4];
+    /* When the daemon wrote the CQE, read with clock_gettime(2) just
+     * before: CLOCK_MONOTONIC and CLOCK_REALTIME, in nanoseconds. The
+     * first is the device clock ibv_cq_ex read_completion_ts reports
+     * (hca_core_clock 1 GHz, completion_timestamp_mask all ones), the
+     * second is read_completion_wallclock_ns. Written only for CQs made
+     * with UROCE_CQ_TIMESTAMPS (control.h); 0 otherwise, and from a daemon
+     * older than these fields (they were reserved, written as zero). */
+    uint64_t timestamp_ns;
+    uint64_t wallclock_ns;
 };
 
 #ifdef __cplusplus

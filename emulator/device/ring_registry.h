@@ -42,6 +42,7 @@ struct CqRings {
     int channel_fd = -1;       // owned: the channel's notify end (O_NONBLOCK), -1 without a channel
     uroce_cq_ring* header = nullptr;
     std::uint32_t entries = 0;  // CQEs (a power of two)
+    std::uint32_t flags = 0;    // UROCE_CQ_* of CREATE_CQ
     RingMemory memory;
 
     CqRings() = default;

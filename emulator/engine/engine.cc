@@ -33,7 +33,8 @@ Engine::~Engine() {
 
 // ---- objects ----
 
-void Engine::add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie) {
+void Engine::add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie,
+                    CompletionStamp stamp) {
     if (channel_fd >= 0) {
         // Never block the engine on a client that stopped reading events.
         const int flags = ::fcntl(channel_fd, F_GETFL);
@@ -42,7 +43,7 @@ void Engine::add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int 
         }
     }
     remove_cq(handle);
-    cqs_[handle] = CompletionQueue{owner, ring, channel_fd, cookie, 0, false};
+    cqs_[handle] = CompletionQueue{owner, ring, channel_fd, cookie, 0, false, stamp};
 }
 
 void Engine::remove_cq(std::uint32_t handle) {
@@ -52,6 +53,15 @@ void Engine::remove_cq(std::uint32_t handle) {
         }
         cqs_.erase(it);
     }
+}
+
+int Engine::resize_cq(std::uint32_t handle, CqRing ring) {
+    auto it = cqs_.find(handle);
+    if (it == cqs_.end() || !it->second.ring.move_unread_to(ring)) {
+        return EINVAL;
+    }
+    it->second.ring = ring;
+    return 0;
 }
 
 void Engine::add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring,

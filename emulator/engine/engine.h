@@ -32,6 +32,10 @@
 
 namespace uroce::engine {
 
+// Whether a CQ's CQEs carry the time they were written (two clock reads
+// each; only CQs made for ibv_create_cq_ex timestamps ask for it).
+enum class CompletionStamp : std::uint8_t { None, Times };
+
 // Where built frames go: the port through neighbour resolution, or a test.
 class FrameSink {
 public:
@@ -102,8 +106,15 @@ public:
     // ---- objects (control path, same thread) ----
     // `channel_fd` (owned by the engine from now on, -1 for none) receives
     // `cookie` for each completion event.
-    void add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie);
+    // `stamp`: whether its CQEs carry the time they were written
+    // (abi/control.h UROCE_CQ_TIMESTAMPS).
+    void add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie,
+                CompletionStamp stamp = CompletionStamp::None);
     void remove_cq(std::uint32_t handle);
+    // ibv_resize_cq: CQ `handle` continues in `ring`, with the completions
+    // not yet polled from the old one. 0, or EINVAL (unknown CQ, or the
+    // unpolled completions do not fit).
+    int resize_cq(std::uint32_t handle, CqRing ring);
     void add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring, std::uint64_t cookie,
                  std::uint32_t limit);
     // IBV_SRQ_LIMIT: arms the limit event (0 disarms).
@@ -146,6 +157,7 @@ private:
         std::uint64_t cookie = 0;
         std::uint32_t notify_seen = 0;  // last notify_request answered
         bool overrun_reported = false;
+        CompletionStamp stamp = CompletionStamp::None;
     };
     struct SharedReceiveQueue {
         std::uint32_t owner = 0;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 
 #include "abi/rings.h"
@@ -88,6 +89,24 @@ public:
     }
     [[nodiscard]] std::uint32_t notify_request() const {
         return shared_field(header_->notify_request).load(std::memory_order_seq_cst);
+    }
+    // ibv_resize_cq: writes the CQEs the consumer has not taken into `next`,
+    // oldest first, and hands over a pending notify request. False (nothing
+    // written) when they do not fit.
+    bool move_unread_to(CqRing& next) const {
+        const std::uint32_t consumer = shared_field(header_->consumer).load(std::memory_order_acquire);
+        // A consumer further back than a ring's worth is a broken client's.
+        const std::uint32_t unread = std::min(produced_ - consumer, entries_);
+        if (unread > next.entries_) {
+            return false;
+        }
+        for (std::uint32_t i = produced_ - unread; i != produced_; ++i) {
+            uroce_cqe cqe;
+            std::memcpy(&cqe, &slots_[i & (entries_ - 1)], sizeof cqe);
+            next.push(cqe);
+        }
+        shared_field(next.header_->notify_request).store(notify_request(), std::memory_order_seq_cst);
+        return true;
     }
 
 private:

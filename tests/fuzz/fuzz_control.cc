@@ -120,6 +120,7 @@ constexpr RequestType kRequests[] = {
     {UROCE_CTRL_DOORBELL, sizeof(uroce_ctrl_hdr)},
     {UROCE_CTRL_STATS, sizeof(uroce_ctrl_hdr)},
     {UROCE_CTRL_LIST_MRS, sizeof(uroce_ctrl_list_mrs)},
+    {UROCE_CTRL_RESIZE_CQ, sizeof(uroce_ctrl_resize_cq)},
 };
 
 // UROCE_FUZZ_TRACE=1: each request as it is sent, with its fds.
@@ -536,6 +537,10 @@ void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider&
         case UROCE_CTRL_DESTROY_CQ:
             as<uroce_ctrl_handle>(msg)->handle = pick(in, k.cqs);
             break;
+        case UROCE_CTRL_RESIZE_CQ:
+            as<uroce_ctrl_resize_cq>(msg)->handle = pick(in, k.cqs);
+            as<uroce_ctrl_resize_cq>(msg)->cqe = in.ConsumeIntegralInRange<std::uint32_t>(0, 64);
+            break;
         case UROCE_CTRL_QUERY_QP:
         case UROCE_CTRL_DESTROY_QP:
             as<uroce_ctrl_handle>(msg)->handle = pick(in, k.qps);
@@ -586,6 +591,7 @@ void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider&
         case UROCE_CTRL_CREATE_CQ:
             as<uroce_ctrl_create_cq>(msg)->cqe = in.ConsumeIntegralInRange<std::uint32_t>(1, 64);
             as<uroce_ctrl_create_cq>(msg)->has_channel &= 1;
+            as<uroce_ctrl_create_cq>(msg)->flags &= UROCE_CQ_TIMESTAMPS;
             break;
         case UROCE_CTRL_CREATE_QP: {
             auto* r = as<uroce_ctrl_create_qp>(msg);

@@ -118,6 +118,8 @@ private:
                           int& reply_fd);
     std::size_t create_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                           int& reply_fd, int received_fd);
+    std::size_t resize_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                          int& reply_fd);
     std::size_t create_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                            int& reply_fd);
     std::size_t create_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,

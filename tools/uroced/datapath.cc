@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "abi/control.h"
 #include "log.h"
 #include "wire/parse.h"
 
@@ -187,7 +188,9 @@ void Datapath::on_client_gone(std::uint32_t client) {
 
 void Datapath::on_cq(std::shared_ptr<const device::CqRings> cq) {
     const int fd = cq->channel_fd >= 0 ? ::dup(cq->channel_fd) : -1;
-    engine_->add_cq(cq->handle, cq->owner, engine::CqRing(cq->header, cq->entries), fd, cq->cookie);
+    const auto stamp = (cq->flags & UROCE_CQ_TIMESTAMPS) != 0 ? engine::CompletionStamp::Times
+                                                              : engine::CompletionStamp::None;
+    engine_->add_cq(cq->handle, cq->owner, engine::CqRing(cq->header, cq->entries), fd, cq->cookie, stamp);
     cqs_[cq->handle] = std::move(cq);
 }
 
@@ -211,6 +214,14 @@ void Datapath::on_qp(std::shared_ptr<const device::QpRings> q) {
 void Datapath::on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t limit) {
     engine_->add_srq(srq->handle, srq->owner, srq->pd, view(srq->ring), srq->cookie, limit);
     srqs_[srq->handle] = std::move(srq);
+}
+
+int Datapath::on_resize_cq(std::shared_ptr<const device::CqRings> cq) {
+    const int err = engine_->resize_cq(cq->handle, engine::CqRing(cq->header, cq->entries));
+    if (err == 0) {
+        cqs_[cq->handle] = std::move(cq);
+    }
+    return err;
 }
 
 void Datapath::on_destroy_cq(std::uint32_t cq) {

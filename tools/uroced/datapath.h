@@ -60,6 +60,9 @@ public:
         engine_->modify_qp(qpn, attr, mask);
     }
     void on_destroy_cq(std::uint32_t cq);
+    // ibv_resize_cq: the CQ continues in `cq`'s new ring (Engine::resize_cq);
+    // 0 or EINVAL.
+    int on_resize_cq(std::shared_ptr<const device::CqRings> cq);
     void on_destroy_qp(std::uint32_t qpn);
     void on_destroy_srq(std::uint32_t srq);
     void on_destroy_ah(std::uint32_t ah) { engine_->remove_ah(ah); }

@@ -24,6 +24,8 @@ std::size_t queue_request_size(std::uint16_t op) {
     switch (op) {
         case UROCE_CTRL_CREATE_CQ:
             return sizeof(uroce_ctrl_create_cq);
+        case UROCE_CTRL_RESIZE_CQ:
+            return sizeof(uroce_ctrl_resize_cq);
         case UROCE_CTRL_DESTROY_CQ:
         case UROCE_CTRL_QUERY_QP:
         case UROCE_CTRL_DESTROY_QP:
@@ -109,7 +111,8 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     const auto req = read_as<uroce_ctrl_create_cq>(msg);
     // One completion vector (num_comp_vectors = 1). A channel comes with its
     // notify fd; an fd without has_channel is ignored (the caller closes it).
-    if (req.comp_vector != 0 || req.has_channel > 1 || (req.has_channel == 1 && received_fd < 0)) {
+    if (req.comp_vector != 0 || req.has_channel > 1 || (req.has_channel == 1 && received_fd < 0) ||
+        (req.flags & ~UROCE_CQ_TIMESTAMPS) != 0) {
         return status_only(out, h, EINVAL);
     }
     if (req.has_channel == 1) {
@@ -142,6 +145,7 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     rings->owner = c.client;
     rings->handle = cq.handle;
     rings->cookie = req.cookie;
+    rings->flags = req.flags;
     reply_fd = rings->memory.release_fd();  // closed after sending
     quota_.add(ObjectKind::Cq, cq.handle, c.client, charge);
     uroce_ctrl_cq_reply r{};
@@ -152,6 +156,55 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
         datapath_->on_cq(rings);
     }
     rings_.add(std::move(rings));
+    return write_reply(out, h, 0, r);
+}
+
+std::size_t ControlServer::resize_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                     std::uint8_t* out, int& reply_fd) {
+    const auto req = read_as<uroce_ctrl_resize_cq>(msg);
+    const std::shared_ptr<const device::CqRings> old = rings_.cq(req.handle);
+    const device::QueueObjects& q = device_.queues();
+    if (old == nullptr || old->owner != c.client || req.cqe == 0 || req.cqe > q.limits().max_cqe) {
+        return status_only(out, h, EINVAL);
+    }
+    const std::uint32_t entries = device::ring_entries(granted_entries(req.cqe, q.limits().max_cqe));
+    // The new ring is charged instead of the old one.
+    const Charge before{1, 1, device::cq_ring_bytes(old->entries), old->channel_fd >= 0 ? 1u : 0u};
+    const Charge after{1, 1, device::cq_ring_bytes(entries), before.fds};
+    quota_.remove(ObjectKind::Cq, req.handle);
+    if (const int err = quota_.admit(c.client, after); err != 0) {
+        quota_.add(ObjectKind::Cq, req.handle, c.client, before);
+        return status_only(out, h, err);
+    }
+    std::shared_ptr<device::CqRings> rings;
+    int err = device::make_cq_rings(entries, rings);
+    if (err == 0 && old->channel_fd >= 0) {
+        rings->channel_fd = ::fcntl(old->channel_fd, F_DUPFD_CLOEXEC, 0);
+        err = rings->channel_fd < 0 ? errno : 0;
+    }
+    if (err != 0) {
+        quota_.add(ObjectKind::Cq, req.handle, c.client, before);
+        log_warn("client {}: cannot make the ring of a {}-entry CQ: {}", c.client, entries, std::strerror(err));
+        return status_only(out, h, ENOMEM);
+    }
+    rings->owner = c.client;
+    rings->handle = req.handle;
+    rings->cookie = old->cookie;
+    rings->flags = old->flags;
+    if (datapath_ != nullptr) {
+        err = datapath_->on_resize_cq(rings);  // moves the unpolled CQEs over
+    }
+    if (err != 0) {
+        quota_.add(ObjectKind::Cq, req.handle, c.client, before);
+        return status_only(out, h, err);
+    }
+    quota_.add(ObjectKind::Cq, req.handle, c.client, after);
+    reply_fd = rings->memory.release_fd();  // closed after sending
+    uroce_ctrl_cq_reply r{};
+    r.handle = req.handle;
+    r.cqe = entries;
+    r.ring_bytes = rings->memory.size();
+    rings_.add(std::move(rings));  // replaces the old ring, unmapped when the last user lets go
     return write_reply(out, h, 0, r);
 }
 
@@ -203,6 +256,8 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
     switch (h.op) {
         case UROCE_CTRL_CREATE_CQ:
             return create_cq(c, h, msg, out, reply_fd, received_fd);
+        case UROCE_CTRL_RESIZE_CQ:
+            return resize_cq(c, h, msg, out, reply_fd);
         case UROCE_CTRL_DESTROY_CQ: {
             const std::uint32_t cq = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_cq(owner, cq);

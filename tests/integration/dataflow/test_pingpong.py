@@ -10,6 +10,11 @@ A run passes when both sides exit 0, each names the other's GID, both report
 "N bytes in" with N = size * iterations * 2 and the requested iteration
 count, and neither reports invalid data or a failed completion.
 
+ibv_rc_pingpong also runs with -N (the ibv_wr_* send API of an extended QP,
+with and without -e) and -t (an extended CQ with completion timestamps; the
+run must then print its receive-completion clock figures, max >= average >=
+min > 0).
+
 Topologies (uroce_harness.Topology): one uroced on the loopback port, or one
 uroced per network namespace on net_af_packet over a veth pair. Exit 77
 (skipped), with the reason, without root or the tools.
@@ -44,6 +49,15 @@ CASES = (
     + [("ibv_srq_pingpong", 4096, False), ("ibv_srq_pingpong", 4096, True)]
 )
 
+# (program, message size, events, extra flag): the extended verbs (issue 12).
+# -t runs without -e: with both, ibv_rc_pingpong fails ("poll CQ failed 2")
+# whenever an event arrives for a completion its previous ibv_next_poll
+# already took (armed, then a second CQE written before that poll), a race
+# of the program's loop that any device has; its ibv_poll_cq loop tolerates
+# such an event, its ibv_start_poll loop does not.
+EXTENDED_CASES = ([("ibv_rc_pingpong", size, events, "-N") for size in (1, 4096, 65536) for events in (False, True)]
+                  + [("ibv_rc_pingpong", size, False, "-t") for size in (1, 4096, 65536)])
+
 FAILURE_LINES = re.compile(r"(?m)^.*(invalid data in page|Failed status|Couldn't|Failed to|poll CQ failed|"
                            r"parse WC failed).*$")
 
@@ -52,9 +66,9 @@ def gid_text(ip):
     return f"::ffff:{ip}"
 
 
-def pingpong_argv(endpoint, program, size, events, tcp_port):
+def pingpong_argv(endpoint, program, size, events, tcp_port, flag=None):
     argv = [program, "-d", endpoint.device, "-g", str(endpoint.gid_index), "-p", str(tcp_port), "-s", str(size),
-            "-n", str(ITERS), "-c"]
+            "-n", str(ITERS), "-c"] + ([flag] if flag else [])
     if program != "ibv_ud_pingpong":  # UD has no path MTU
         argv += ["-m", str(endpoint.mtu)]
     if events:
@@ -87,26 +101,44 @@ def check_pingpong(test, result, size, own_ip, peer_ip):
 class PingpongTests(unittest.TestCase):
     topo = None  # set by make_suite
 
-    def run_case(self, program, size, events):
+    def run_case(self, program, size, events, flag=None):
         topo = self.topo
         port = harness.free_tcp_port()
-        server = pingpong_argv(topo.server, program, size, events, port)
-        client = pingpong_argv(topo.client, program, size, events, port) + [topo.server.tcp_host]
+        server = pingpong_argv(topo.server, program, size, events, port, flag)
+        client = pingpong_argv(topo.client, program, size, events, port, flag) + [topo.server.tcp_host]
         result = harness.run_pair(topo, server, client, port, timeout=run_timeout(size))
-        sys.stderr.write(f"    {program} -s {size}{' -e' if events else ''}: server exit {result.server.returncode},"
-                         f" client exit {result.client.returncode}\n")
+        sys.stderr.write(f"    {program} -s {size}{' -e' if events else ''}{' ' + flag if flag else ''}: server exit "
+                         f"{result.server.returncode}, client exit {result.client.returncode}\n")
         ips = (topo.server.daemon.ip, topo.client.daemon.ip)
         check_pingpong(self, result, size, own_ip=ips, peer_ip=ips[::-1])
+        if flag == "-t":
+            for side in (result.server, result.client):
+                check_completion_clock(self, side.output, result.describe())
         self.assertEqual(topo.dead_daemons(), [], topo.daemon_logs())
         return result
 
 
-def add_case(program, size, events):
-    name = f"test_{program.removeprefix('ibv_')}_{size}B{'_events' if events else ''}"
-    setattr(PingpongTests, name, lambda self: self.run_case(program, size, events))
+def check_completion_clock(test, out, detail):
+    """ibv_rc_pingpong -t prints the spread of the device clock between
+    successive receive completions (read_completion_ts)."""
+    figures = {}
+    for kind in ("Max", "Min", "Average"):
+        m = re.search(rf"(?m)^{kind} receive completion clock cycles = ([\d.]+)$", out)
+        test.assertIsNotNone(m, f"no {kind} completion clock line\n{detail}")
+        figures[kind] = float(m.group(1))
+    sys.stderr.write(f"      receive completion clock (ns): min {figures['Min']:.0f} average {figures['Average']:.0f} "
+                     f"max {figures['Max']:.0f}\n")
+    test.assertGreater(figures["Min"], 0, detail)
+    test.assertTrue(figures["Min"] <= figures["Average"] <= figures["Max"], f"{figures}\n{detail}")
 
 
-for _case in CASES:
+def add_case(program, size, events, flag=None):
+    suffix = {None: "", "-N": "_new_send", "-t": "_timestamps"}[flag]
+    name = f"test_{program.removeprefix('ibv_')}_{size}B{'_events' if events else ''}{suffix}"
+    setattr(PingpongTests, name, lambda self: self.run_case(program, size, events, flag))
+
+
+for _case in CASES + EXTENDED_CASES:
     add_case(*_case)
 
 

@@ -51,6 +51,24 @@ TEST_F(PollCq, EmptyRingHasNothing) {
     EXPECT_EQ(rings_->header->consumer, 0u);
 }
 
+TEST_F(PollCq, TimesComeWithTheirCompletions) {
+    for (std::uint64_t i = 1; i <= 3; ++i) {
+        uroce_cqe c{};
+        c.wr_id = i;
+        c.timestamp_ns = 1000 * i;
+        c.wallclock_ns = 1'700'000'000'000'000'000u + i;
+        produce(c);
+    }
+    ibv_wc wc[3];
+    provider::CompletionTime times[3];
+    ASSERT_EQ(cq_.poll(3, wc, times), 3);
+    for (std::uint64_t i = 1; i <= 3; ++i) {
+        EXPECT_EQ(wc[i - 1].wr_id, i);
+        EXPECT_EQ(times[i - 1].device_ns, 1000 * i);
+        EXPECT_EQ(times[i - 1].wallclock_ns, 1'700'000'000'000'000'000u + i);
+    }
+}
+
 TEST_F(PollCq, EveryFieldOfTheCqeReachesTheWc) {
     uroce_cqe c{};
     c.wr_id = 0x1122334455667788;
