@@ -117,6 +117,9 @@ struct QueuePair : QpSetup {
     std::size_t next_resource = 0;
     std::vector<PendingRead> pending_reads;
     bool ack_pending = false;     // coalesced ACK to send
+    // The current burst of duplicate SENDs/WRITEs got its ACK: later ones
+    // are ACKed only when they ask (AckReq), until a new request arrives.
+    bool duplicate_burst_acked = false;
     std::optional<std::uint8_t> nak_pending;  // syndrome to send for epsn
     // UC: drop packets until the next FIRST or ONLY.
     bool uc_resync = false;

@@ -338,12 +338,19 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
                 }
                 return;  // too old to replay: the requester will time out
             }
-            // SEND or WRITE seen before: acknowledge what we have (with the
-            // poll's coalesced ACK: a go-back-N burst of duplicates gets one).
-            qp.ack_pending = true;
+            // SEND or WRITE seen before (IBA 9.7.5.1.2, C9-104): acknowledge
+            // what we have, not per duplicate. A go-back-N burst gets one
+            // ACK (its first duplicate) plus one per duplicate that asks
+            // (AckReq); an ACK for every packet of a restarted message is a
+            // storm the requester must wade through.
+            if (!qp.duplicate_burst_acked || p.bth().ack_req()) {
+                qp.duplicate_burst_acked = true;
+                qp.ack_pending = true;
+            }
             return;
         }
         qp.sequence_nak_sent = false;
+        qp.duplicate_burst_acked = false;  // a new request ends a burst of duplicates
     } else {
         // UC: a gap loses the message in progress; resume at the next FIRST
         // or ONLY (IBA 9.8.3).
