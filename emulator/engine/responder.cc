@@ -19,6 +19,17 @@ namespace {
 // AETH credit field 0x1F: end-to-end credits not used (IBA 9.7.7.2.5).
 constexpr std::uint8_t kUnlimitedCredits = 0x1F;
 
+// The opcodes the responder sends (IBA 9.2 table 38), from the table.
+constexpr std::uint8_t kAcknowledge =
+    wire::opcode_of({wire::Transport::RC, wire::Operation::Acknowledge, wire::Segment::Only});
+constexpr std::uint8_t kAtomicAcknowledge =
+    wire::opcode_of({wire::Transport::RC, wire::Operation::AtomicAcknowledge, wire::Segment::Only});
+
+// The READ response packet that is `segment` of its response.
+std::uint8_t read_response_opcode(wire::Segment segment) {
+    return *wire::find_opcode({wire::Transport::RC, wire::Operation::RdmaReadResponse, segment});
+}
+
 std::uint8_t ack_syndrome() { return wire::make_syndrome(wire::AckKind::Ack, kUnlimitedCredits); }
 std::uint8_t nak_syndrome(wire::NakCode code) {
     return wire::make_syndrome(wire::AckKind::Nak, static_cast<std::uint8_t>(code));
@@ -106,7 +117,7 @@ void Engine::send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
     }
-    f.bth.opcode = wire::opcode::kRcAcknowledge;
+    f.bth.opcode = kAcknowledge;
     f.bth.dest_qp = qp.attr.dest_qp_num;
     f.bth.psn = psn;
     f.ext.aeth.syndrome = syndrome;
@@ -119,7 +130,7 @@ void Engine::send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t origina
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
     }
-    f.bth.opcode = wire::opcode::kRcAtomicAcknowledge;
+    f.bth.opcode = kAtomicAcknowledge;
     f.bth.dest_qp = qp.attr.dest_qp_num;
     f.bth.psn = psn;
     f.ext.aeth.syndrome = ack_syndrome();
@@ -638,10 +649,10 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
         const std::uint32_t i = pr.next;
         const bool first = i == pr.start;
         const bool last = i + 1 == pr.end;
-        f.bth.opcode = first && last  ? wire::opcode::kRcRdmaReadResponseOnly
-                       : first        ? wire::opcode::kRcRdmaReadResponseFirst
-                       : last         ? static_cast<std::uint8_t>(0x0F)
-                                      : static_cast<std::uint8_t>(0x0E);
+        f.bth.opcode = read_response_opcode(first && last ? wire::Segment::Only
+                                            : first       ? wire::Segment::First
+                                            : last        ? wire::Segment::Last
+                                                          : wire::Segment::Middle);
         f.bth.dest_qp = qp.attr.dest_qp_num;
         f.bth.psn = r.psn + i;
         f.ext.aeth.syndrome = ack_syndrome();

@@ -17,15 +17,9 @@ namespace uroce::engine::test {
 
 // The opcode for a packet, looked up in the generated table (IBA table 38).
 inline std::uint8_t opcode_for(wire::Transport t, wire::Operation op, wire::Segment seg, bool imm = false) {
-    for (std::size_t i = 0; i < wire::kOpcodeTable.size(); ++i) {
-        const wire::OpcodeInfo& info = wire::kOpcodeTable[i];
-        if (info.valid && info.transport == t && info.operation == op && info.segment == seg &&
-            info.has_immediate == imm && !info.has_invalidate) {
-            return static_cast<std::uint8_t>(i);
-        }
-    }
-    ADD_FAILURE() << "no such opcode";
-    return 0xFF;
+    const std::optional<std::uint8_t> opcode = wire::find_opcode({t, op, seg, imm, false});
+    EXPECT_TRUE(opcode.has_value());
+    return opcode.value_or(0);
 }
 
 // One frame the engine sent, as the peer sees it.
