@@ -12,6 +12,7 @@
 // and completion events).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "device/gid_table.h"
 #include "dma/client_memory.h"
+#include "engine/drop_reason.h"
 #include "engine/queue_pair.h"
 #include "engine/rings.h"
 #include "mr/mr_table.h"
@@ -61,7 +63,32 @@ struct EngineCounters {
     std::uint64_t cq_overruns = 0;
     std::uint64_t dma_faults = 0;
     std::uint64_t tx_deferred = 0;    // frames the port refused, kept and offered again
+    // rx_dropped by reason (engine/drop_reason.h), and the NAKs (RNR NAKs
+    // included) sent and received by kind.
+    std::array<std::uint64_t, kDropReasonCount> dropped{};
+    std::array<std::uint64_t, kNakReasonCount> naks_sent{};
+    std::array<std::uint64_t, kNakReasonCount> naks_received{};
 };
+
+static_assert(static_cast<std::uint8_t>(NakReason::PsnSequenceError) ==
+              static_cast<std::uint8_t>(wire::NakCode::PsnSequenceError));
+static_assert(static_cast<std::uint8_t>(NakReason::InvalidRdRequest) ==
+              static_cast<std::uint8_t>(wire::NakCode::InvalidRdRequest));
+
+// The NAK kind an AETH syndrome carries; nullopt for an ACK (or the reserved kind).
+[[nodiscard]] inline std::optional<NakReason> nak_reason(std::uint8_t syndrome) {
+    switch (wire::ack_kind(syndrome)) {
+        case wire::AckKind::RnrNak:
+            return NakReason::ReceiverNotReady;
+        case wire::AckKind::Nak:
+            if (wire::syndrome_value(syndrome) < static_cast<std::uint8_t>(NakReason::ReceiverNotReady)) {
+                return static_cast<NakReason>(wire::syndrome_value(syndrome));  // same values (IBA table 43)
+            }
+            return std::nullopt;
+        default:
+            return std::nullopt;
+    }
+}
 
 struct EngineConfig {
     wire::MacAddr mac{};
@@ -177,6 +204,11 @@ private:
         return std::min(qp.window.packets(), window_share_);
     }
     void rebuild_order();
+    // A packet (or a frame the engine made) dropped, counted by reason.
+    void drop(DropReason reason) {
+        ++counters_.rx_dropped;
+        ++counters_.dropped[static_cast<std::size_t>(reason)];
+    }
     void send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
                     Clock::time_point now);
     bool fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const;
@@ -254,7 +286,6 @@ private:
     std::deque<HeldFrame> held_;
     std::uint32_t window_share_ = 1;  // EngineConfig::engine_window over the RC QPs with work
     std::vector<std::uint8_t> tx_buffer_;
-    std::vector<std::uint8_t> payload_buffer_;
     EngineCounters counters_;
 };
 

@@ -31,8 +31,6 @@ struct ResponderResource {
     std::uint32_t rkey = 0;
     std::uint32_t length = 0;
     std::uint64_t original = 0;  // atomic: the value before
-    wire::NakCode nak{};         // atomic that failed: its NAK
-    bool failed = false;
 };
 
 // READ response packets still to send: [next, end) of a resource. A
@@ -94,7 +92,6 @@ struct QueuePair : QpSetup {
     std::uint8_t rnr_retry_left = 7;
     std::optional<Clock::time_point> retransmit_at;
     std::optional<Clock::time_point> rnr_resume_at;
-    bool sq_error = false;        // the send queue stopped (flushing)
     std::uint16_t udp_src_port = 0xC000;
 
     // ---- responder ----
@@ -120,7 +117,6 @@ struct QueuePair : QpSetup {
     // The current burst of duplicate SENDs/WRITEs got its ACK: later ones
     // are ACKed only when they ask (AckReq), until a new request arrives.
     bool duplicate_burst_acked = false;
-    std::optional<std::uint8_t> nak_pending;  // syndrome to send for epsn
     // UC: drop packets until the next FIRST or ONLY.
     bool uc_resync = false;
     // Shared scratch for copying WQEs.

@@ -65,9 +65,13 @@ void Engine::receive(const wire::Packet& p, Clock::time_point now) {
             break;
         }
     }
+    if (!ours) {
+        drop(DropReason::NotOurGid);
+        return;
+    }
     auto it = qps_.find(p.dest_qp());
-    if (!ours || it == qps_.end()) {
-        ++counters_.rx_dropped;
+    if (it == qps_.end()) {
+        drop(DropReason::UnknownQp);
         return;
     }
     QueuePair& qp = *it->second;
@@ -75,28 +79,32 @@ void Engine::receive(const wire::Packet& p, Clock::time_point now) {
     const bool transport_matches = (qp.type == qp::QpType::Rc && info.transport == wire::Transport::RC) ||
                                    (qp.type == qp::QpType::Uc && info.transport == wire::Transport::UC) ||
                                    (qp.type == qp::QpType::Ud && info.transport == wire::Transport::UD);
-    if (!transport_matches || !qp.can_receive()) {
-        ++counters_.rx_dropped;
+    if (!transport_matches) {
+        drop(DropReason::WrongTransport);
+        return;
+    }
+    if (!qp.can_receive()) {
+        drop(DropReason::QpNotReceiving);
         return;
     }
     if (qp.type != qp::QpType::Ud && !same_gid(qp.attr.ah_attr.dgid, p.src_gid())) {
-        ++counters_.rx_dropped;  // not from the connected peer
+        drop(DropReason::NotFromPeer);
         return;
     }
     // P_Key: the default partition (the low 15 bits all ones) is the only one.
     if ((p.bth().pkey.get() & 0x7FFF) != 0x7FFF) {
-        ++counters_.rx_dropped;
+        drop(DropReason::BadPkey);
         return;
     }
     if (qp.type == qp::QpType::Ud) {
         const wire::Deth* deth = p.deth();
         if (deth == nullptr || deth->qkey.get() != qp.attr.qkey) {
-            ++counters_.rx_dropped;
+            drop(DropReason::BadQkey);
             return;
         }
     }
     if (!p.icrc_ok()) {
-        ++counters_.rx_dropped;
+        drop(DropReason::BadIcrc);
         return;
     }
     if (info.is_request) {
@@ -108,11 +116,14 @@ void Engine::receive(const wire::Packet& p, Clock::time_point now) {
     } else if (qp.type == qp::QpType::Rc) {
         on_response(qp, p, now);
     } else {
-        ++counters_.rx_dropped;
+        drop(DropReason::ResponseOnUnreliable);
     }
 }
 
 void Engine::send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now) {
+    if (const std::optional<NakReason> nak = nak_reason(syndrome)) {
+        ++counters_.naks_sent[static_cast<std::size_t>(*nak)];
+    }
     wire::PacketFields f;
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
@@ -155,7 +166,7 @@ bool Engine::claim_recv(QueuePair& qp, wire::Psn psn, Clock::time_point now) {
         send_ack(qp, wire::make_syndrome(wire::AckKind::RnrNak, qp.attr.min_rnr_timer), psn, now);
     } else {
         // UC: the message is lost; resume at the next FIRST or ONLY.
-        ++counters_.rx_dropped;
+        drop(DropReason::UcNoReceiveWqe);
         qp.uc_resync = true;
         qp.epsn = psn + 1;
     }
@@ -258,11 +269,11 @@ void Engine::finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Pack
 
 void Engine::on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
     if (p.info().segment != wire::Segment::Only || p.info().operation != wire::Operation::Send) {
-        ++counters_.rx_dropped;
+        drop(DropReason::UdNotSendOnly);
         return;
     }
     if (!take_recv(qp, qp.recv, now)) {
-        ++counters_.rx_dropped;  // UD: no receive WQE, the datagram is lost (IBA 9.8.4)
+        drop(DropReason::UdNoReceiveWqe);  // the datagram is lost (IBA 9.8.4)
         return;
     }
     qp.recv_taken = true;
@@ -312,7 +323,7 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
             }
             move_to_error(qp, now);
         } else {
-            ++counters_.rx_dropped;
+            drop(DropReason::UcInvalidRequest);
             qp.uc_resync = true;
             qp.in_send = qp.in_write = false;
             qp.recv_offset = 0;
@@ -373,7 +384,7 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
         }
         if (qp.uc_resync) {
             if (!starts) {
-                ++counters_.rx_dropped;
+                drop(DropReason::UcResync);
                 qp.epsn = psn + 1;
                 return;
             }

@@ -59,6 +59,7 @@ TEST_F(Completer, RnrNakWaitsThenResendsUntilRetriesRunOut) {
     EXPECT_EQ(cqes[0].wr_id, 7u);
     EXPECT_EQ(cqes[0].status, static_cast<std::uint32_t>(WcStatus::RnrRetryExcErr));
     EXPECT_EQ(counters().rnr_naks_received, 2u);
+    EXPECT_EQ(counters().naks_received[static_cast<std::size_t>(NakReason::ReceiverNotReady)], 2u);
 }
 
 // IBA 9.7.6.1.3: no ACK within the local ACK timeout: the requester sends
@@ -99,6 +100,7 @@ TEST_F(Completer, SequenceNakGoesBackToItsPsn) {
     EXPECT_EQ(out[0].segment, Segment::Middle);
     EXPECT_EQ(out[1].psn, kStartPsn + 2);
     EXPECT_EQ(counters().seq_naks_received, 1u);
+    EXPECT_EQ(counters().naks_received[static_cast<std::size_t>(NakReason::PsnSequenceError)], 1u);
 }
 
 // IBA 9.7.5.1.2 (C9-112): a gap in READ responses makes the requester ask

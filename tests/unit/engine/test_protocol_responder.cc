@@ -41,6 +41,7 @@ TEST_F(Responder, SequenceNakOnceThenSilence) {
     ASSERT_EQ(out.size(), 1u);
     expect_nak(out[0], kStartPsn + 1, AckKind::Nak, kSeqNak);
     EXPECT_EQ(counters().seq_naks_sent, 2u);
+    EXPECT_EQ(counters().naks_sent[static_cast<std::size_t>(NakReason::PsnSequenceError)], 2u);
     EXPECT_EQ(q_.poll().size(), 1u);  // only the in-order SEND completed
 }
 
@@ -130,6 +131,7 @@ TEST_F(Responder, RnrNakThenRetryAccepted) {
     expect_nak(out[0], kStartPsn, AckKind::RnrNak, 1);
     EXPECT_EQ(qp().epsn.value(), kStartPsn);
     EXPECT_EQ(counters().rnr_naks_sent, 1u);
+    EXPECT_EQ(counters().naks_sent[static_cast<std::size_t>(NakReason::ReceiverNotReady)], 1u);
     std::vector<std::uint8_t> buf(64);
     post_recv(9, buf);
     feed_send(Segment::Only, kStartPsn, true, 16, 0x77);
@@ -231,7 +233,47 @@ TEST_F(UcResponder, ResyncAtNextFirstOrOnly) {
     EXPECT_EQ(cqes[0].wr_id, 1u);
     EXPECT_EQ(a[0], 0x06);
     EXPECT_EQ(a[199], 0x06);
-    EXPECT_GE(counters().rx_dropped, 3u);
+    EXPECT_EQ(counters().dropped[static_cast<std::size_t>(DropReason::UcResync)], 3u);
+    EXPECT_EQ(counters().rx_dropped, 3u);
+}
+
+// The silent drops of docs/wire.md, each counted under its own reason.
+TEST_F(Responder, SilentDropsAreCountedByReason) {
+    auto dropped = [this](DropReason r) { return counters().dropped[static_cast<std::size_t>(r)]; };
+    wire::PacketFields f = packet(Operation::Send, Segment::Only, kStartPsn, true);
+    f.ip.dst = ipv4_gid(9);
+    feed(f);
+    EXPECT_EQ(dropped(DropReason::NotOurGid), 1u);
+    f = packet(Operation::Send, Segment::Only, kStartPsn, true);
+    f.bth.dest_qp = kQpn + 1;
+    feed(f);
+    EXPECT_EQ(dropped(DropReason::UnknownQp), 1u);
+    f = packet(Operation::Send, Segment::Only, kStartPsn, true);
+    f.ip.src = ipv4_gid(9);
+    feed(f);
+    EXPECT_EQ(dropped(DropReason::NotFromPeer), 1u);
+    f = packet(Operation::Send, Segment::Only, kStartPsn, true);
+    f.bth.pkey = 0x1234;
+    feed(f);
+    EXPECT_EQ(dropped(DropReason::BadPkey), 1u);
+    f = packet(Operation::Send, Segment::Only, kStartPsn, true);
+    f.bth.opcode = opcode_for(wire::Transport::UC, Operation::Send, Segment::Only);
+    feed(f);
+    EXPECT_EQ(dropped(DropReason::WrongTransport), 1u);
+    // A frame whose ICRC does not verify (one payload byte changed after building).
+    f = packet(Operation::Send, Segment::Only, kStartPsn, true);
+    std::vector<std::uint8_t> data(16, 1);
+    f.payload = data;
+    std::vector<std::uint8_t> frame(wire::frame_length(f));
+    ASSERT_EQ(wire::build_frame(f, frame).status, wire::BuildStatus::Ok);
+    frame[wire::payload_offset(f)] ^= 0xFF;
+    const wire::ParseResult r = wire::parse_frame(frame);
+    ASSERT_TRUE(r.ok());
+    dut_.engine().receive(r.packet, now_);
+    EXPECT_EQ(dropped(DropReason::BadIcrc), 1u);
+    EXPECT_EQ(counters().rx_dropped, 6u);
+    EXPECT_TRUE(poll_sent().empty());
+    EXPECT_EQ(qp().epsn.value(), kStartPsn);
 }
 
 }  // namespace
