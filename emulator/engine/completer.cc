@@ -130,14 +130,8 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                     rewind_to(qp, psn);
                     return;
                 }
-                WcStatus status = WcStatus::RemOpErr;
-                if (code == wire::NakCode::InvalidRequest) {
-                    status = WcStatus::RemInvReqErr;
-                } else if (code == wire::NakCode::RemoteAccessError) {
-                    status = WcStatus::RemAccessErr;
-                } else if (code == wire::NakCode::InvalidRdRequest) {
-                    status = WcStatus::RemInvRdReqErr;
-                }
+                // The responder's failure table read backwards (request_failure.h).
+                const WcStatus status = outcome(failure_of(code)).requester_status;
                 for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
                     SendWqe& w = qp.wqe(i);
                     if (w.started && !w.done && w.packets != 0 && psn <= w.last_psn()) {

@@ -250,7 +250,36 @@ private:
     void complete_wqe_error(QueuePair& qp, SendWqe& w, WcStatus status, Clock::time_point now);
 
     // responder.cc
+    // An RC or UC request: the checks in IBA order (9.7.5.1), each with a
+    // named result, then the operation.
     void on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    PsnCheck check_psn(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    // A duplicate request: re-ACKed (coalesced), or answered from the saved resources.
+    void answer_duplicate(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    RequestFailure check_opcode_sequence(QueuePair& qp, const wire::OpcodeInfo& info);
+    [[nodiscard]] RequestFailure check_qp_access(const QueuePair& qp, const wire::OpcodeInfo& info) const;
+    [[nodiscard]] RequestFailure check_lengths(const QueuePair& qp, const wire::Packet& p) const;
+    // One use of a remote key: what, where, and from which peer (nullptr: not checked against a peer).
+    struct RemoteKeyUse {
+        mr::RemoteOp op;
+        std::uint32_t rkey;
+        std::uint64_t va;
+        std::uint64_t length;
+        const wire::Gid* peer;
+    };
+    // Builds the remote key request of `qp` for `use` and checks it
+    // (mr_check.cc); `out` is the translation when it passes.
+    RequestFailure check_remote_key(const QueuePair& qp, EpochGuard& guard, const RemoteKeyUse& use,
+                                    mr::Translation& out);
+    // NAKs (RC, the QP goes to error) or drops (UC, the message is lost) a request.
+    void fail_request(QueuePair& qp, wire::Psn psn, RequestFailure failure, Clock::time_point now);
+    // SEND and WRITE packets: false when the request stopped (failed, RNR).
+    bool receive_send(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    bool receive_write(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    void execute_read(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    void execute_atomic(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    // The next READ/atomic resource slot, emptied (the oldest is reused).
+    std::size_t take_resource(QueuePair& qp);
     void on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
     bool take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now);
     // Takes a receive WQE for the message at `psn`, or answers RNR (RC) /
