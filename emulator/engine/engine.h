@@ -250,6 +250,9 @@ private:
     void complete_wqe_error(QueuePair& qp, SendWqe& w, WcStatus status, Clock::time_point now);
 
     // responder.cc
+    // The silent drops of a received packet: the reason, or nullopt and
+    // `qp_out` the QP it goes to.
+    std::optional<DropReason> check_silent_drops(const wire::Packet& p, QueuePair*& qp_out);
     // An RC or UC request: the checks in IBA order (9.7.5.1), each with a
     // named result, then the operation.
     void on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);

@@ -35,6 +35,12 @@ std::uint8_t nak_syndrome(wire::NakCode code) {
     return wire::make_syndrome(wire::AckKind::Nak, static_cast<std::uint8_t>(code));
 }
 
+bool transport_matches(qp::QpType type, wire::Transport transport) {
+    return (type == qp::QpType::Rc && transport == wire::Transport::RC) ||
+           (type == qp::QpType::Uc && transport == wire::Transport::UC) ||
+           (type == qp::QpType::Ud && transport == wire::Transport::UD);
+}
+
 bool same_gid(const std::array<std::uint8_t, 16>& a, const wire::Gid& b) {
     return std::equal(a.begin(), a.end(), b.begin());
 }
@@ -56,68 +62,62 @@ void retire_own_recv(QueuePair& qp) {
 
 void Engine::receive(const wire::Packet& p, Clock::time_point now) {
     ++counters_.rx_packets;
-    // Silent drops, in the order of docs/wire.md.
-    const wire::Gid dst = p.dst_gid();
-    bool ours = false;
-    for (const auto& g : config_.gids) {
-        if (g.type == device::GidType::RoceV2 && g.gid == dst) {
-            ours = true;
-            break;
-        }
-    }
-    if (!ours) {
-        drop(DropReason::NotOurGid);
+    QueuePair* qp = nullptr;
+    if (const std::optional<DropReason> reason = check_silent_drops(p, qp)) {
+        drop(*reason);
         return;
+    }
+    if (p.info().is_request) {
+        if (qp->type == qp::QpType::Ud) {
+            on_ud_request(*qp, p, now);
+        } else {
+            on_request(*qp, p, now);
+        }
+    } else if (qp->type == qp::QpType::Rc) {
+        on_response(*qp, p, now);
+    } else {
+        drop(DropReason::ResponseOnUnreliable);
+    }
+}
+
+std::optional<DropReason> Engine::check_silent_drops(const wire::Packet& p, QueuePair*& qp_out) {
+    // In the order of docs/wire.md ("Receiving: silent drops").
+    const wire::Gid dst = p.dst_gid();
+    const bool ours = std::any_of(config_.gids.begin(), config_.gids.end(), [&dst](const device::GidEntry& g) {
+        return g.type == device::GidType::RoceV2 && g.gid == dst;
+    });
+    if (!ours) {
+        return DropReason::NotOurGid;
     }
     auto it = qps_.find(p.dest_qp());
     if (it == qps_.end()) {
-        drop(DropReason::UnknownQp);
-        return;
+        return DropReason::UnknownQp;
     }
     QueuePair& qp = *it->second;
-    const wire::OpcodeInfo& info = p.info();
-    const bool transport_matches = (qp.type == qp::QpType::Rc && info.transport == wire::Transport::RC) ||
-                                   (qp.type == qp::QpType::Uc && info.transport == wire::Transport::UC) ||
-                                   (qp.type == qp::QpType::Ud && info.transport == wire::Transport::UD);
-    if (!transport_matches) {
-        drop(DropReason::WrongTransport);
-        return;
+    if (!transport_matches(qp.type, p.info().transport)) {
+        return DropReason::WrongTransport;
     }
     if (!qp.can_receive()) {
-        drop(DropReason::QpNotReceiving);
-        return;
+        return DropReason::QpNotReceiving;
     }
     if (qp.type != qp::QpType::Ud && !same_gid(qp.attr.ah_attr.dgid, p.src_gid())) {
-        drop(DropReason::NotFromPeer);
-        return;
+        return DropReason::NotFromPeer;
     }
     // P_Key: the default partition (the low 15 bits all ones) is the only one.
     if ((p.bth().pkey.get() & 0x7FFF) != 0x7FFF) {
-        drop(DropReason::BadPkey);
-        return;
+        return DropReason::BadPkey;
     }
     if (qp.type == qp::QpType::Ud) {
         const wire::Deth* deth = p.deth();
         if (deth == nullptr || deth->qkey.get() != qp.attr.qkey) {
-            drop(DropReason::BadQkey);
-            return;
+            return DropReason::BadQkey;
         }
     }
     if (!p.icrc_ok()) {
-        drop(DropReason::BadIcrc);
-        return;
+        return DropReason::BadIcrc;
     }
-    if (info.is_request) {
-        if (qp.type == qp::QpType::Ud) {
-            on_ud_request(qp, p, now);
-        } else {
-            on_request(qp, p, now);
-        }
-    } else if (qp.type == qp::QpType::Rc) {
-        on_response(qp, p, now);
-    } else {
-        drop(DropReason::ResponseOnUnreliable);
-    }
+    qp_out = &qp;
+    return std::nullopt;
 }
 
 void Engine::send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now) {
