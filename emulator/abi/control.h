@@ -55,8 +55,10 @@ enum uroce_ctrl_op {
     UROCE_CTRL_DOORBELL = 27,
     UROCE_CTRL_STATS = 28,
     UROCE_CTRL_LIST_MRS = 29,
+    /* Op 60: resizing a CQ. */
     UROCE_CTRL_RESIZE_CQ = 60,
-    UROCE_CTRL_OP_COUNT
+    /* Ops 80-89: statistics by reason. */
+    UROCE_CTRL_STATS_REASONS = 80,
 };
 
 struct uroce_ctrl_hdr {
@@ -459,6 +461,25 @@ struct uroce_ctrl_stats_reply {
 };
 
 /*
+ * STATS_REASONS (a header-only request): every drop and NAK counted by
+ * reason, the detail behind STATS' rx_malformed, rx_dropped and NAK
+ * counters. Each array is indexed by the value of the enumeration named
+ * beside it (names in the same order as `uroce stats` prints them); entries
+ * past the enumeration's count are 0.
+ */
+#define UROCE_STATS_PARSE_REASONS 24u   /* wire/parse_status.h ParseStatus */
+#define UROCE_STATS_DROP_REASONS 24u    /* engine/drop_reason.h DropReason */
+#define UROCE_STATS_NAK_REASONS 6u      /* engine/drop_reason.h NakReason */
+
+struct uroce_ctrl_stats_reasons_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t frames_malformed[UROCE_STATS_PARSE_REASONS]; /* frames.rx_malformed by parse outcome */
+    uint64_t engine_dropped[UROCE_STATS_DROP_REASONS];    /* engine.rx_dropped by reason */
+    uint64_t naks_sent[UROCE_STATS_NAK_REASONS];          /* NAKs and RNR NAKs the responder sent */
+    uint64_t naks_received[UROCE_STATS_NAK_REASONS];      /* ... and the completer received */
+};
+
+/*
  * LIST_MRS: the MRs registered now, with the DMA way that serves each, a
  * page at a time in key-index order (lkey >> 8). The request names the key
  * index to start at (0: from the first); the reply's next_index is where
@@ -565,6 +586,8 @@ static_assert(sizeof(struct uroce_ctrl_srq) == 64, "srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");
+static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
 static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");
 static_assert(sizeof(struct uroce_ctrl_list_mrs_reply) == 352, "list mrs reply layout");

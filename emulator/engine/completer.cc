@@ -82,12 +82,15 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
     const wire::Psn psn = p.psn();
     // Responses for PSNs we never sent, or long acknowledged, are dropped.
     if (psn >= qp.next_psn || distance(qp.unacked, psn) > static_cast<std::int32_t>(1u << 22)) {
-        ++counters_.rx_dropped;
+        drop(DropReason::ResponsePsnNotOutstanding);
         return;
     }
     const wire::Aeth* aeth = p.aeth();
     if (aeth != nullptr) {
         const std::uint8_t syndrome = aeth->syndrome;
+        if (const std::optional<NakReason> nak = nak_reason(syndrome)) {
+            ++counters_.naks_received[static_cast<std::size_t>(*nak)];
+        }
         switch (wire::ack_kind(syndrome)) {
             case wire::AckKind::Ack:
                 break;  // handled below, per operation
@@ -127,14 +130,8 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                     rewind_to(qp, psn);
                     return;
                 }
-                WcStatus status = WcStatus::RemOpErr;
-                if (code == wire::NakCode::InvalidRequest) {
-                    status = WcStatus::RemInvReqErr;
-                } else if (code == wire::NakCode::RemoteAccessError) {
-                    status = WcStatus::RemAccessErr;
-                } else if (code == wire::NakCode::InvalidRdRequest) {
-                    status = WcStatus::RemInvRdReqErr;
-                }
+                // The responder's failure table read backwards (request_failure.h).
+                const WcStatus status = outcome(failure_of(code)).requester_status;
                 for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
                     SendWqe& w = qp.wqe(i);
                     if (w.started && !w.done && w.packets != 0 && psn <= w.last_psn()) {
@@ -145,7 +142,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 return;
             }
             case wire::AckKind::Reserved:
-                ++counters_.rx_dropped;
+                drop(DropReason::ResponseReservedSyndrome);
                 return;
         }
     }
@@ -157,7 +154,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
         case wire::Operation::RdmaReadResponse:
             break;
         default:
-            ++counters_.rx_dropped;
+            drop(DropReason::ResponseNotExpected);
             return;
     }
     // Find the READ or atomic WQE this response belongs to.
@@ -171,7 +168,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
         }
         if (info.operation == wire::Operation::AtomicAcknowledge) {
             if (w.opcode != WrOpcode::AtomicCmpAndSwp && w.opcode != WrOpcode::AtomicFetchAndAdd) {
-                ++counters_.rx_dropped;
+                drop(DropReason::ResponseWrongOperation);
                 return;
             }
             acknowledge_through(qp, psn - 1, now);
@@ -191,7 +188,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
             return;
         }
         if (w.opcode != WrOpcode::RdmaRead) {
-            ++counters_.rx_dropped;
+            drop(DropReason::ResponseWrongOperation);
             return;
         }
         const wire::Psn expected = w.first_psn + w.received;
@@ -244,7 +241,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
         }
         return;
     }
-    ++counters_.rx_dropped;
+    drop(DropReason::ResponseNoRequest);
 }
 
 }  // namespace uroce::engine

@@ -21,7 +21,7 @@ Engine::Engine(EngineConfig config, mr::MrTable& mrs, FrameSink& sink,
                std::function<dma::ClientMemory*(std::uint32_t)> memory_of,
                std::function<void(std::uint32_t, std::uint64_t, AsyncEvent)> async_event)
     : config_(std::move(config)), mrs_(mrs), sink_(sink), memory_of_(std::move(memory_of)),
-      async_event_(std::move(async_event)), tx_buffer_(kMaxFrame), payload_buffer_(kMaxFrame) {}
+      async_event_(std::move(async_event)), tx_buffer_(kMaxFrame) {}
 
 Engine::~Engine() {
     for (auto& [handle, cq] : cqs_) {
@@ -294,7 +294,7 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
     f.payload = payload_in_place;
     const wire::BuildResult r = wire::build_frame(f, tx_buffer_);
     if (r.status != wire::BuildStatus::Ok) {
-        ++counters_.rx_dropped;
+        drop(DropReason::FrameNotBuilt);
         return TxOutcome::Dropped;
     }
     ++counters_.tx_packets;
@@ -304,7 +304,7 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
         return TxOutcome::Sent;
     }
     if (held_.size() >= config_.max_held_frames) {
-        ++counters_.rx_dropped;
+        drop(DropReason::HeldFramesFull);
         return TxOutcome::Dropped;
     }
     ++counters_.tx_deferred;
@@ -377,7 +377,6 @@ void Engine::move_to_error(QueuePair& qp, Clock::time_point now) {
     qp.rnr_resume_at.reset();
     qp.pending_reads.clear();
     qp.ack_pending = false;
-    qp.nak_pending.reset();
     if (qp.sq.valid()) {
         qp.sq.mark_error();
     }

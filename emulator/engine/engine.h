@@ -12,6 +12,7 @@
 // and completion events).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <deque>
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "device/gid_table.h"
 #include "dma/client_memory.h"
+#include "engine/drop_reason.h"
 #include "engine/queue_pair.h"
 #include "engine/rings.h"
 #include "mr/mr_table.h"
@@ -65,7 +67,32 @@ struct EngineCounters {
     std::uint64_t cq_overruns = 0;
     std::uint64_t dma_faults = 0;
     std::uint64_t tx_deferred = 0;    // frames the port refused, kept and offered again
+    // rx_dropped by reason (engine/drop_reason.h), and the NAKs (RNR NAKs
+    // included) sent and received by kind.
+    std::array<std::uint64_t, kDropReasonCount> dropped{};
+    std::array<std::uint64_t, kNakReasonCount> naks_sent{};
+    std::array<std::uint64_t, kNakReasonCount> naks_received{};
 };
+
+static_assert(static_cast<std::uint8_t>(NakReason::PsnSequenceError) ==
+              static_cast<std::uint8_t>(wire::NakCode::PsnSequenceError));
+static_assert(static_cast<std::uint8_t>(NakReason::InvalidRdRequest) ==
+              static_cast<std::uint8_t>(wire::NakCode::InvalidRdRequest));
+
+// The NAK kind an AETH syndrome carries; nullopt for an ACK (or the reserved kind).
+[[nodiscard]] inline std::optional<NakReason> nak_reason(std::uint8_t syndrome) {
+    switch (wire::ack_kind(syndrome)) {
+        case wire::AckKind::RnrNak:
+            return NakReason::ReceiverNotReady;
+        case wire::AckKind::Nak:
+            if (wire::syndrome_value(syndrome) < static_cast<std::uint8_t>(NakReason::ReceiverNotReady)) {
+                return static_cast<NakReason>(wire::syndrome_value(syndrome));  // same values (IBA table 43)
+            }
+            return std::nullopt;
+        default:
+            return std::nullopt;
+    }
+}
 
 struct EngineConfig {
     wire::MacAddr mac{};
@@ -198,6 +225,11 @@ private:
         return std::min(qp.window.packets(), window_share_);
     }
     void rebuild_order();
+    // A packet (or a frame the engine made) dropped, counted by reason.
+    void drop(DropReason reason) {
+        ++counters_.rx_dropped;
+        ++counters_.dropped[static_cast<std::size_t>(reason)];
+    }
     TxOutcome send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
                          Clock::time_point now);
     bool fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const;
@@ -245,7 +277,39 @@ private:
     void complete_wqe_error(QueuePair& qp, SendWqe& w, WcStatus status, Clock::time_point now);
 
     // responder.cc
+    // The silent drops of a received packet: the reason, or nullopt and
+    // `qp_out` the QP it goes to.
+    std::optional<DropReason> check_silent_drops(const wire::Packet& p, QueuePair*& qp_out);
+    // An RC or UC request: the checks in IBA order (9.7.5.1), each with a
+    // named result, then the operation.
     void on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    PsnCheck check_psn(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    // A duplicate request: re-ACKed (coalesced), or answered from the saved resources.
+    void answer_duplicate(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    RequestFailure check_opcode_sequence(QueuePair& qp, const wire::OpcodeInfo& info);
+    [[nodiscard]] RequestFailure check_qp_access(const QueuePair& qp, const wire::OpcodeInfo& info) const;
+    [[nodiscard]] RequestFailure check_lengths(const QueuePair& qp, const wire::Packet& p) const;
+    // One use of a remote key: what, where, and from which peer (nullptr: not checked against a peer).
+    struct RemoteKeyUse {
+        mr::RemoteOp op;
+        std::uint32_t rkey;
+        std::uint64_t va;
+        std::uint64_t length;
+        const wire::Gid* peer;
+    };
+    // Builds the remote key request of `qp` for `use` and checks it
+    // (mr_check.cc); `out` is the translation when it passes.
+    RequestFailure check_remote_key(const QueuePair& qp, EpochGuard& guard, const RemoteKeyUse& use,
+                                    mr::Translation& out);
+    // NAKs (RC, the QP goes to error) or drops (UC, the message is lost) a request.
+    void fail_request(QueuePair& qp, wire::Psn psn, RequestFailure failure, Clock::time_point now);
+    // SEND and WRITE packets: false when the request stopped (failed, RNR).
+    bool receive_send(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    bool receive_write(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    void execute_read(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    void execute_atomic(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    // The next READ/atomic resource slot, emptied (the oldest is reused).
+    std::size_t take_resource(QueuePair& qp);
     void on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
     bool take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now);
     // Takes a receive WQE for the message at `psn`, or answers RNR (RC) /
@@ -281,7 +345,6 @@ private:
     std::deque<HeldFrame> held_;
     std::uint32_t window_share_ = 1;  // EngineConfig::engine_window over the RC QPs with work
     std::vector<std::uint8_t> tx_buffer_;
-    std::vector<std::uint8_t> payload_buffer_;
     EngineCounters counters_;
 };
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/congestion.h"
+#include "engine/request_failure.h"
 #include "engine/rings.h"
 #include "engine/wqe.h"
 #include "qp/qp_attr.h"
@@ -31,8 +32,6 @@ struct ResponderResource {
     std::uint32_t rkey = 0;
     std::uint32_t length = 0;
     std::uint64_t original = 0;  // atomic: the value before
-    wire::NakCode nak{};         // atomic that failed: its NAK
-    bool failed = false;
 };
 
 // READ response packets still to send: [next, end) of a resource. A
@@ -97,21 +96,21 @@ struct QueuePair : QpSetup {
     std::uint32_t requests_held = 0;
     std::optional<Clock::time_point> retransmit_at;
     std::optional<Clock::time_point> rnr_resume_at;
-    bool sq_error = false;        // the send queue stopped (flushing)
     std::uint16_t udp_src_port = 0xC000;
 
     // ---- responder ----
     wire::Psn epsn{};             // expected PSN
     std::uint32_t msn = 0;
-    bool sequence_nak_sent = false;
-    // Message in progress (SEND or WRITE spanning packets).
-    bool in_send = false;
-    bool recv_taken = false;
+    SequenceNak sequence_nak = SequenceNak::Armed;
+    // The current burst of duplicate SENDs/WRITEs got its ACK: later ones
+    // are ACKed only when they ask (AckReq), until a new request arrives.
+    DuplicateBurst duplicate_burst = DuplicateBurst::None;
+    // Message in progress (SEND or WRITE spanning packets; UC: lost).
+    InboundMessage message = InboundMessage::None;
+    ReceiveWqeState recv_state = ReceiveWqeState::None;
     RecvWqe recv;
     std::uint64_t recv_offset = 0;
-    bool recv_failed = false;     // a local error on this message: complete it in error
-    WcStatus recv_status = WcStatus::Success;
-    bool in_write = false;
+    WcStatus recv_status = WcStatus::Success;  // ReceiveWqeState::Failed: why
     std::uint64_t write_va = 0;
     std::uint32_t write_rkey = 0;
     std::uint64_t write_remaining = 0;
@@ -120,9 +119,6 @@ struct QueuePair : QpSetup {
     std::size_t next_resource = 0;
     std::vector<PendingRead> pending_reads;
     bool ack_pending = false;     // coalesced ACK to send
-    std::optional<std::uint8_t> nak_pending;  // syndrome to send for epsn
-    // UC: drop packets until the next FIRST or ONLY.
-    bool uc_resync = false;
     // Shared scratch for copying WQEs.
     std::vector<std::uint8_t> scratch;
 

@@ -14,53 +14,60 @@ namespace uroce::engine {
 namespace {
 
 
-std::uint8_t transport_base(qp::QpType t) {
+wire::Transport transport_of(qp::QpType t) {
     switch (t) {
         case qp::QpType::Rc:
-            return 0x00;
+            return wire::Transport::RC;
         case qp::QpType::Uc:
-            return 0x20;
+            return wire::Transport::UC;
         case qp::QpType::Ud:
-            return 0x60;
+            return wire::Transport::UD;
     }
-    return 0x00;
+    return wire::Transport::None;
 }
 
-// The low five opcode bits (IBA table 38) for packet `index` of `count`.
-std::uint8_t operation_code(const SendWqe& w, std::uint32_t index, std::uint32_t count) {
+// What packet `index` of `count` of `w` is (IBA 9.7.4): its segment, and the
+// immediate or invalidate the last packet carries. Its opcode comes from the
+// table (wire::find_opcode).
+wire::OpcodeKey packet_key(qp::QpType type, const SendWqe& w, std::uint32_t index, std::uint32_t count) {
     const bool first = index == 0;
     const bool last = index + 1 == count;
+    wire::OpcodeKey k;
+    k.transport = transport_of(type);
+    k.segment = first && last ? wire::Segment::Only
+                : first       ? wire::Segment::First
+                : last        ? wire::Segment::Last
+                              : wire::Segment::Middle;
     switch (w.opcode) {
         case WrOpcode::Send:
         case WrOpcode::SendWithImm:
         case WrOpcode::SendWithInv:
-            if (first && last) {
-                return w.opcode == WrOpcode::SendWithImm ? 0x05 : w.opcode == WrOpcode::SendWithInv ? 0x17 : 0x04;
-            }
-            if (last) {
-                return w.opcode == WrOpcode::SendWithImm ? 0x03 : w.opcode == WrOpcode::SendWithInv ? 0x16 : 0x02;
-            }
-            return first ? 0x00 : 0x01;
+            k.operation = wire::Operation::Send;
+            k.immediate = last && w.opcode == WrOpcode::SendWithImm;
+            k.invalidate = last && w.opcode == WrOpcode::SendWithInv;
+            break;
         case WrOpcode::RdmaWrite:
         case WrOpcode::RdmaWriteWithImm:
-            if (first && last) {
-                return w.opcode == WrOpcode::RdmaWriteWithImm ? 0x0B : 0x0A;
-            }
-            if (last) {
-                return w.opcode == WrOpcode::RdmaWriteWithImm ? 0x09 : 0x08;
-            }
-            return first ? 0x06 : 0x07;
+            k.operation = wire::Operation::RdmaWrite;
+            k.immediate = last && w.opcode == WrOpcode::RdmaWriteWithImm;
+            break;
         case WrOpcode::RdmaRead:
-            return 0x0C;
+            k.operation = wire::Operation::RdmaReadRequest;
+            k.segment = wire::Segment::Only;
+            break;
         case WrOpcode::AtomicCmpAndSwp:
-            return 0x13;
+            k.operation = wire::Operation::CompareSwap;
+            k.segment = wire::Segment::Only;
+            break;
         case WrOpcode::AtomicFetchAndAdd:
-            return 0x14;
+            k.operation = wire::Operation::FetchAdd;
+            k.segment = wire::Segment::Only;
+            break;
         case WrOpcode::LocalInv:
         case WrOpcode::BindMw:
-            break;
+            break;  // local: never sent (no opcode)
     }
-    return 0x1F;  // never sent
+    return k;
 }
 
 }  // namespace
@@ -173,7 +180,12 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     }
     const std::uint32_t index = qp.sent_packets;
     const std::uint32_t count = w.packets;
-    f.bth.opcode = static_cast<std::uint8_t>(transport_base(qp.type) | operation_code(w, index, count));
+    const std::optional<std::uint8_t> opcode = wire::find_opcode(packet_key(qp.type, w, index, count));
+    if (!opcode) {
+        complete_wqe_error(qp, w, WcStatus::LocQpOpErr, now);  // no such packet on this transport
+        return false;
+    }
+    f.bth.opcode = *opcode;
     f.bth.dest_qp = qp.type == qp::QpType::Ud ? w.remote_qpn : qp.attr.dest_qp_num;
     f.bth.psn = w.first_psn + index;
     const wire::OpcodeInfo& info = wire::opcode_info(f.bth.opcode);

@@ -19,9 +19,26 @@ namespace {
 // AETH credit field 0x1F: end-to-end credits not used (IBA 9.7.7.2.5).
 constexpr std::uint8_t kUnlimitedCredits = 0x1F;
 
+// The opcodes the responder sends (IBA 9.2 table 38), from the table.
+constexpr std::uint8_t kAcknowledge =
+    wire::opcode_of({wire::Transport::RC, wire::Operation::Acknowledge, wire::Segment::Only});
+constexpr std::uint8_t kAtomicAcknowledge =
+    wire::opcode_of({wire::Transport::RC, wire::Operation::AtomicAcknowledge, wire::Segment::Only});
+
+// The READ response packet that is `segment` of its response.
+std::uint8_t read_response_opcode(wire::Segment segment) {
+    return *wire::find_opcode({wire::Transport::RC, wire::Operation::RdmaReadResponse, segment});
+}
+
 std::uint8_t ack_syndrome() { return wire::make_syndrome(wire::AckKind::Ack, kUnlimitedCredits); }
 std::uint8_t nak_syndrome(wire::NakCode code) {
     return wire::make_syndrome(wire::AckKind::Nak, static_cast<std::uint8_t>(code));
+}
+
+bool transport_matches(qp::QpType type, wire::Transport transport) {
+    return (type == qp::QpType::Rc && transport == wire::Transport::RC) ||
+           (type == qp::QpType::Uc && transport == wire::Transport::UC) ||
+           (type == qp::QpType::Ud && transport == wire::Transport::UD);
 }
 
 bool same_gid(const std::array<std::uint8_t, 16>& a, const wire::Gid& b) {
@@ -45,68 +62,73 @@ void retire_own_recv(QueuePair& qp) {
 
 void Engine::receive(const wire::Packet& p, Clock::time_point now) {
     ++counters_.rx_packets;
-    // Silent drops, in the order of docs/wire.md.
-    const wire::Gid dst = p.dst_gid();
-    bool ours = false;
-    for (const auto& g : config_.gids) {
-        if (g.type == device::GidType::RoceV2 && g.gid == dst) {
-            ours = true;
-            break;
+    QueuePair* qp = nullptr;
+    if (const std::optional<DropReason> reason = check_silent_drops(p, qp)) {
+        drop(*reason);
+        return;
+    }
+    if (p.info().is_request) {
+        if (qp->type == qp::QpType::Ud) {
+            on_ud_request(*qp, p, now);
+        } else {
+            on_request(*qp, p, now);
         }
+    } else if (qp->type == qp::QpType::Rc) {
+        on_response(*qp, p, now);
+    } else {
+        drop(DropReason::ResponseOnUnreliable);
+    }
+}
+
+std::optional<DropReason> Engine::check_silent_drops(const wire::Packet& p, QueuePair*& qp_out) {
+    // In the order of docs/wire.md ("Receiving: silent drops").
+    const wire::Gid dst = p.dst_gid();
+    const bool ours = std::any_of(config_.gids.begin(), config_.gids.end(), [&dst](const device::GidEntry& g) {
+        return g.type == device::GidType::RoceV2 && g.gid == dst;
+    });
+    if (!ours) {
+        return DropReason::NotOurGid;
     }
     auto it = qps_.find(p.dest_qp());
-    if (!ours || it == qps_.end()) {
-        ++counters_.rx_dropped;
-        return;
+    if (it == qps_.end()) {
+        return DropReason::UnknownQp;
     }
     QueuePair& qp = *it->second;
-    const wire::OpcodeInfo& info = p.info();
-    const bool transport_matches = (qp.type == qp::QpType::Rc && info.transport == wire::Transport::RC) ||
-                                   (qp.type == qp::QpType::Uc && info.transport == wire::Transport::UC) ||
-                                   (qp.type == qp::QpType::Ud && info.transport == wire::Transport::UD);
-    if (!transport_matches || !qp.can_receive()) {
-        ++counters_.rx_dropped;
-        return;
+    if (!transport_matches(qp.type, p.info().transport)) {
+        return DropReason::WrongTransport;
+    }
+    if (!qp.can_receive()) {
+        return DropReason::QpNotReceiving;
     }
     if (qp.type != qp::QpType::Ud && !same_gid(qp.attr.ah_attr.dgid, p.src_gid())) {
-        ++counters_.rx_dropped;  // not from the connected peer
-        return;
+        return DropReason::NotFromPeer;
     }
     // P_Key: the default partition (the low 15 bits all ones) is the only one.
     if ((p.bth().pkey.get() & 0x7FFF) != 0x7FFF) {
-        ++counters_.rx_dropped;
-        return;
+        return DropReason::BadPkey;
     }
     if (qp.type == qp::QpType::Ud) {
         const wire::Deth* deth = p.deth();
         if (deth == nullptr || deth->qkey.get() != qp.attr.qkey) {
-            ++counters_.rx_dropped;
-            return;
+            return DropReason::BadQkey;
         }
     }
     if (!p.icrc_ok()) {
-        ++counters_.rx_dropped;
-        return;
+        return DropReason::BadIcrc;
     }
-    if (info.is_request) {
-        if (qp.type == qp::QpType::Ud) {
-            on_ud_request(qp, p, now);
-        } else {
-            on_request(qp, p, now);
-        }
-    } else if (qp.type == qp::QpType::Rc) {
-        on_response(qp, p, now);
-    } else {
-        ++counters_.rx_dropped;
-    }
+    qp_out = &qp;
+    return std::nullopt;
 }
 
 void Engine::send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock::time_point now) {
+    if (const std::optional<NakReason> nak = nak_reason(syndrome)) {
+        ++counters_.naks_sent[static_cast<std::size_t>(*nak)];
+    }
     wire::PacketFields f;
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
     }
-    f.bth.opcode = wire::opcode::kRcAcknowledge;
+    f.bth.opcode = kAcknowledge;
     f.bth.dest_qp = qp.attr.dest_qp_num;
     f.bth.psn = psn;
     f.ext.aeth.syndrome = syndrome;
@@ -119,7 +141,7 @@ void Engine::send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t origina
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
     }
-    f.bth.opcode = wire::opcode::kRcAtomicAcknowledge;
+    f.bth.opcode = kAtomicAcknowledge;
     f.bth.dest_qp = qp.attr.dest_qp_num;
     f.bth.psn = psn;
     f.ext.aeth.syndrome = ack_syndrome();
@@ -130,8 +152,7 @@ void Engine::send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t origina
 
 bool Engine::claim_recv(QueuePair& qp, wire::Psn psn, Clock::time_point now) {
     if (take_recv(qp, qp.recv, now)) {
-        qp.recv_taken = true;
-        qp.recv_failed = false;
+        qp.recv_state = ReceiveWqeState::Taken;
         return true;
     }
     if (qp.attr.state == qp::QpState::Err) {
@@ -144,8 +165,8 @@ bool Engine::claim_recv(QueuePair& qp, wire::Psn psn, Clock::time_point now) {
         send_ack(qp, wire::make_syndrome(wire::AckKind::RnrNak, qp.attr.min_rnr_timer), psn, now);
     } else {
         // UC: the message is lost; resume at the next FIRST or ONLY.
-        ++counters_.rx_dropped;
-        qp.uc_resync = true;
+        drop(DropReason::UcNoReceiveWqe);
+        qp.message = InboundMessage::UcLost;
         qp.epsn = psn + 1;
     }
     return false;
@@ -218,7 +239,8 @@ void Engine::finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Pack
     const wire::OpcodeInfo& info = p.info();
     uroce_cqe cqe{};
     cqe.wr_id = qp.recv.wr_id;
-    cqe.status = static_cast<std::uint32_t>(qp.recv_failed ? qp.recv_status : WcStatus::Success);
+    const bool failed = qp.recv_state == ReceiveWqeState::Failed;
+    cqe.status = static_cast<std::uint32_t>(failed ? qp.recv_status : WcStatus::Success);
     cqe.opcode = static_cast<std::uint32_t>(info.operation == wire::Operation::RdmaWrite ? WcOpcode::RecvRdmaWithImm
                                                                                           : WcOpcode::Recv);
     cqe.byte_len = byte_len;
@@ -228,7 +250,7 @@ void Engine::finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Pack
         cqe.imm_data = __builtin_bswap32(p.immdt()->data.get());  // ibv_wc.imm_data is network order
         cqe.wc_flags |= WcFlag::kWithImm;
     }
-    if (info.has_invalidate && !qp.recv_failed) {
+    if (info.has_invalidate && !failed) {
         const std::uint32_t rkey = p.ieth()->rkey.get();
         if (mrs_.invalidate(rkey, qp.pd, qp.qpn) == 0) {
             cqe.imm_data = rkey;  // ibv_wc.invalidated_rkey shares the field
@@ -240,23 +262,21 @@ void Engine::finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Pack
         cqe.sl = p.ip_version() == wire::IpVersion::V4 ? RoceWcSl::kRoceV2Ipv4 : RoceWcSl::kRoceV2Ipv6;
     }
     cqe.pkey_index = 0;
-    qp.recv_taken = false;
-    qp.in_send = false;
+    qp.recv_state = ReceiveWqeState::None;
     retire_own_recv(qp);
     complete(qp.recv_cq, cqe, p.bth().solicited());
 }
 
 void Engine::on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
     if (p.info().segment != wire::Segment::Only || p.info().operation != wire::Operation::Send) {
-        ++counters_.rx_dropped;
+        drop(DropReason::UdNotSendOnly);
         return;
     }
     if (!take_recv(qp, qp.recv, now)) {
-        ++counters_.rx_dropped;  // UD: no receive WQE, the datagram is lost (IBA 9.8.4)
+        drop(DropReason::UdNoReceiveWqe);  // the datagram is lost (IBA 9.8.4)
         return;
     }
-    qp.recv_taken = true;
-    qp.recv_failed = false;
+    qp.recv_state = ReceiveWqeState::Taken;
     // The first 40 bytes of the buffer get the GRH (IBA 11.4.1.2): the IPv6
     // header, or for IPv4 the IPv4 header in its last 20 bytes (as rdma_rxe).
     std::array<std::uint8_t, 40> grh{};
@@ -268,7 +288,7 @@ void Engine::on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_poi
     }
     const std::size_t total = grh.size() + p.payload().size();
     if (total > qp.recv.capacity) {
-        qp.recv_failed = true;
+        qp.recv_state = ReceiveWqeState::Failed;
         qp.recv_status = WcStatus::LocLenErr;
     } else {
         WcStatus st = scatter(qp, qp.recv.sge, 0, grh);
@@ -276,315 +296,391 @@ void Engine::on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_poi
             st = scatter(qp, qp.recv.sge, grh.size(), p.payload());
         }
         if (st != WcStatus::Success) {
-            qp.recv_failed = true;
+            qp.recv_state = ReceiveWqeState::Failed;
             qp.recv_status = st;
         }
     }
     finish_recv(qp, static_cast<std::uint32_t>(total), p, now);
 }
 
+// ---- requests: the checks in IBA order, then execution ----
+
 void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
-    const wire::OpcodeInfo& info = p.info();
+    if (check_psn(qp, p, now) != PsnCheck::InOrder) {
+        return;
+    }
+    RequestFailure failure = check_opcode_sequence(qp, p.info());
+    if (failure == RequestFailure::None) {
+        failure = check_qp_access(qp, p.info());
+    }
+    if (failure == RequestFailure::None) {
+        failure = check_lengths(qp, p);
+    }
+    if (failure != RequestFailure::None) {
+        fail_request(qp, p.psn(), failure, now);
+        return;
+    }
+    switch (p.info().operation) {
+        case wire::Operation::Send:
+            if (!receive_send(qp, p, now)) {
+                return;
+            }
+            break;
+        case wire::Operation::RdmaWrite:
+            if (!receive_write(qp, p, now)) {
+                return;
+            }
+            break;
+        case wire::Operation::RdmaReadRequest:
+            execute_read(qp, p, now);
+            return;  // the responses are the acknowledgement
+        case wire::Operation::CompareSwap:
+        case wire::Operation::FetchAdd:
+            execute_atomic(qp, p, now);
+            return;
+        default:
+            fail_request(qp, p.psn(), RequestFailure::InvalidRequest, now);
+            return;
+    }
+    qp.epsn = p.psn() + 1;
+    if (qp.type == qp::QpType::Rc && p.bth().ack_req()) {
+        qp.ack_pending = true;
+    }
+}
+
+PsnCheck Engine::check_psn(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
     const wire::Psn psn = p.psn();
-    const bool rc = qp.type == qp::QpType::Rc;
-    const bool starts = info.segment == wire::Segment::First || info.segment == wire::Segment::Only;
-    const bool ends = info.segment == wire::Segment::Last || info.segment == wire::Segment::Only;
-
-    // An RC request that fails a check: NAK it and, for errors the requester
-    // cannot fix by retrying, take this QP to the error state as well.
-    auto fail = [&](wire::NakCode code) {
-        if (rc) {
-            send_ack(qp, nak_syndrome(code), psn, now);
-            if (qp.in_send && qp.recv_taken) {
-                qp.recv_failed = true;
-                qp.recv_status = code == wire::NakCode::RemoteAccessError ? WcStatus::LocProtErr
-                                                                        : WcStatus::RemInvReqErr;
-            }
-            move_to_error(qp, now);
-        } else {
-            ++counters_.rx_dropped;
-            qp.uc_resync = true;
-            qp.in_send = qp.in_write = false;
-            qp.recv_offset = 0;
-        }
-    };
-
-    if (rc) {
-        const std::int32_t d = distance(psn, qp.epsn);
-        if (d > 0) {
-            // Ahead: a packet was lost. One PSN-sequence NAK, then silence
-            // until the expected packet arrives (IBA 9.7.5.1.2).
-            if (!qp.sequence_nak_sent) {
-                qp.sequence_nak_sent = true;
-                ++counters_.seq_naks_sent;
-                send_ack(qp, nak_syndrome(wire::NakCode::PsnSequenceError), qp.epsn, now);
-            }
-            return;
-        }
-        if (d < 0) {
-            ++counters_.duplicates;
-            if (info.operation == wire::Operation::RdmaReadRequest ||
-                info.operation == wire::Operation::CompareSwap || info.operation == wire::Operation::FetchAdd) {
-                // Replay from the saved resources: never execute twice.
-                if (info.operation == wire::Operation::RdmaReadRequest) {
-                    replay_read(qp, p);
-                    return;
-                }
-                for (const ResponderResource& r : qp.resources) {
-                    const std::int32_t from = distance(psn, r.psn);
-                    if (r.kind == ResponderResource::Kind::Atomic && from == 0) {
-                        send_atomic_ack(qp, r.psn, r.original, now);
-                        return;
-                    }
-                }
-                return;  // too old to replay: the requester will time out
-            }
-            // SEND or WRITE seen before: acknowledge what we have (with the
-            // poll's coalesced ACK: a go-back-N burst of duplicates gets one).
-            qp.ack_pending = true;
-            return;
-        }
-        qp.sequence_nak_sent = false;
-    } else {
+    const wire::Segment segment = p.info().segment;
+    const bool starts = segment == wire::Segment::First || segment == wire::Segment::Only;
+    if (qp.type != qp::QpType::Rc) {
         // UC: a gap loses the message in progress; resume at the next FIRST
         // or ONLY (IBA 9.8.3).
         if (psn != qp.epsn) {
-            qp.uc_resync = true;
-            qp.in_send = qp.in_write = false;
+            qp.message = InboundMessage::UcLost;
             qp.recv_offset = 0;
             qp.epsn = psn;
         }
-        if (qp.uc_resync) {
+        if (qp.message == InboundMessage::UcLost) {
             if (!starts) {
-                ++counters_.rx_dropped;
+                drop(DropReason::UcResync);
                 qp.epsn = psn + 1;
-                return;
+                return PsnCheck::UcDropped;
             }
-            qp.uc_resync = false;
+            qp.message = InboundMessage::None;
         }
+        return PsnCheck::InOrder;
     }
-
-    // Opcode sequence (IBA 9.7.5.1.3 / C9-80): FIRST and ONLY start a
-    // message, MIDDLE and LAST continue the one of the same operation.
-    const bool is_send = info.operation == wire::Operation::Send;
-    const bool is_write = info.operation == wire::Operation::RdmaWrite;
-    if (starts ? (qp.in_send || qp.in_write)
-               : !((is_send && qp.in_send) || (is_write && qp.in_write))) {
-        if (!rc && starts) {
-            // UC: the previous message never ended; drop it and start this one.
-            qp.in_send = qp.in_write = false;
-            qp.recv_offset = 0;
-        } else {
-            fail(wire::NakCode::InvalidRequest);
-            return;
+    const std::int32_t d = distance(psn, qp.epsn);
+    if (d > 0) {
+        // Ahead: a packet was lost. One PSN-sequence NAK, then silence
+        // until the expected packet arrives (IBA 9.7.5.1.2).
+        if (qp.sequence_nak == SequenceNak::Armed) {
+            qp.sequence_nak = SequenceNak::Sent;
+            ++counters_.seq_naks_sent;
+            send_ack(qp, nak_syndrome(wire::NakCode::PsnSequenceError), qp.epsn, now);
         }
+        return PsnCheck::Ahead;
     }
+    if (d < 0) {
+        ++counters_.duplicates;
+        answer_duplicate(qp, p, now);
+        return PsnCheck::Duplicate;
+    }
+    qp.sequence_nak = SequenceNak::Armed;
+    qp.duplicate_burst = DuplicateBurst::None;  // a new request ends a burst of duplicates
+    return PsnCheck::InOrder;
+}
 
-    // QP access flags (ibv_modify_qp(3) qp_access_flags).
-    const std::uint32_t access = qp.attr.qp_access_flags;
-    if ((is_write && (access & qp::QpAccess::kRemoteWrite) == 0) ||
-        (info.operation == wire::Operation::RdmaReadRequest && (access & qp::QpAccess::kRemoteRead) == 0) ||
-        ((info.operation == wire::Operation::CompareSwap || info.operation == wire::Operation::FetchAdd) &&
-         (access & qp::QpAccess::kRemoteAtomic) == 0)) {
-        fail(wire::NakCode::InvalidRequest);
+void Engine::answer_duplicate(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    const wire::Operation op = p.info().operation;
+    if (op == wire::Operation::RdmaReadRequest) {
+        replay_read(qp, p);  // from the saved resources: never executed twice
         return;
     }
+    if (op == wire::Operation::CompareSwap || op == wire::Operation::FetchAdd) {
+        for (const ResponderResource& r : qp.resources) {
+            if (r.kind == ResponderResource::Kind::Atomic && distance(p.psn(), r.psn) == 0) {
+                send_atomic_ack(qp, r.psn, r.original, now);  // the saved result (C9-106)
+                return;
+            }
+        }
+        return;  // too old to replay: the requester will time out
+    }
+    // SEND or WRITE seen before (IBA 9.7.5.1.2, C9-104): acknowledge what we
+    // have, not per duplicate. A go-back-N burst gets one ACK (its first
+    // duplicate) plus one per duplicate that asks (AckReq); an ACK for every
+    // packet of a restarted message is a storm the requester must wade through.
+    if (qp.duplicate_burst == DuplicateBurst::None || p.bth().ack_req()) {
+        qp.duplicate_burst = DuplicateBurst::Acked;
+        qp.ack_pending = true;
+    }
+}
 
+RequestFailure Engine::check_opcode_sequence(QueuePair& qp, const wire::OpcodeInfo& info) {
+    // IBA 9.7.5.1.3 / C9-80: FIRST and ONLY start a message, MIDDLE and LAST
+    // continue the one of the same operation.
+    const bool starts = info.segment == wire::Segment::First || info.segment == wire::Segment::Only;
+    const bool continues = (info.operation == wire::Operation::Send && qp.message == InboundMessage::Send) ||
+                           (info.operation == wire::Operation::RdmaWrite && qp.message == InboundMessage::Write);
+    if (starts ? qp.message == InboundMessage::None : continues) {
+        return RequestFailure::None;
+    }
+    if (qp.type != qp::QpType::Rc && starts) {
+        // UC: the previous message never ended; drop it and start this one.
+        qp.message = InboundMessage::None;
+        qp.recv_offset = 0;
+        return RequestFailure::None;
+    }
+    return RequestFailure::InvalidRequest;
+}
+
+RequestFailure Engine::check_qp_access(const QueuePair& qp, const wire::OpcodeInfo& info) const {
+    // ibv_modify_qp(3) qp_access_flags.
+    std::uint32_t needed = 0;
+    switch (info.operation) {
+        case wire::Operation::RdmaWrite:
+            needed = qp::QpAccess::kRemoteWrite;
+            break;
+        case wire::Operation::RdmaReadRequest:
+            needed = qp::QpAccess::kRemoteRead;
+            break;
+        case wire::Operation::CompareSwap:
+        case wire::Operation::FetchAdd:
+            needed = qp::QpAccess::kRemoteAtomic;
+            break;
+        default:
+            return RequestFailure::None;
+    }
+    return (qp.attr.qp_access_flags & needed) != 0 ? RequestFailure::None : RequestFailure::InvalidRequest;
+}
+
+RequestFailure Engine::check_lengths(const QueuePair& qp, const wire::Packet& p) const {
+    const wire::OpcodeInfo& info = p.info();
     const std::size_t payload = p.payload().size();
-    // Lengths (C9-86..88): FIRST and MIDDLE carry exactly one MTU, LAST and
-    // ONLY at most one.
+    // C9-86..88: FIRST and MIDDLE carry exactly one MTU, LAST and ONLY at most one.
     if (info.payload_allowed && info.operation != wire::Operation::RdmaReadRequest) {
         const bool full = info.segment == wire::Segment::First || info.segment == wire::Segment::Middle;
         if ((full && payload != qp.mtu) || payload > qp.mtu) {
-            fail(wire::NakCode::InvalidRequest);
-            return;
+            return RequestFailure::InvalidRequest;
         }
     }
+    const wire::Reth* reth = p.reth();
+    if (reth == nullptr) {
+        return RequestFailure::None;
+    }
+    // The RETH's length: at most the largest message; a WRITE ONLY carries
+    // all of it, a WRITE FIRST more than one packet's worth.
+    const std::uint64_t len = reth->dma_length.get();
+    const bool bad = len > kMaxMessage || (info.operation == wire::Operation::RdmaWrite &&
+                                           ((info.segment == wire::Segment::Only && len != payload) ||
+                                            (info.segment == wire::Segment::First && len <= qp.mtu)));
+    return bad ? RequestFailure::InvalidRequest : RequestFailure::None;
+}
 
+RequestFailure Engine::check_remote_key(const QueuePair& qp, EpochGuard& guard, const RemoteKeyUse& use,
+                                        mr::Translation& out) {
     mr::RemoteRequest rr;
     rr.pd = qp.pd;
     rr.qpn = qp.qpn;
-    rr.qp_access = access;
-    rr.peer.gid = p.src_gid();
-    rr.peer.qpn = qp.attr.dest_qp_num;
+    rr.qp_access = qp.attr.qp_access_flags;
+    if (use.peer != nullptr) {
+        rr.peer.gid = *use.peer;
+        rr.peer.qpn = qp.attr.dest_qp_num;
+    }
+    rr.rkey = use.rkey;
+    rr.op = use.op;
+    rr.va = use.va;
+    rr.length = use.length;
+    out = mrs_.check_remote(guard, rr);
+    if (out.ok()) {
+        return RequestFailure::None;
+    }
+    return failure_of(mr::info(out.status).nak.value_or(wire::NakCode::RemoteAccessError));
+}
 
-    if (is_send) {
-        if (starts && !qp.recv_taken && !claim_recv(qp, psn, now)) {
-            return;
+void Engine::fail_request(QueuePair& qp, wire::Psn psn, RequestFailure failure, Clock::time_point now) {
+    if (qp.type == qp::QpType::Rc) {
+        // RC: NAK it; none of these can be fixed by retrying, so the QP
+        // goes to the error state as well (its receive WQE is flushed).
+        send_ack(qp, nak_syndrome(outcome(failure).nak), psn, now);
+        move_to_error(qp, now);
+        return;
+    }
+    // UC has no NAK: the message is lost.
+    drop(DropReason::UcInvalidRequest);
+    qp.message = InboundMessage::UcLost;
+    qp.recv_offset = 0;
+}
+
+bool Engine::receive_send(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    const wire::Segment segment = p.info().segment;
+    const bool starts = segment == wire::Segment::First || segment == wire::Segment::Only;
+    const bool ends = segment == wire::Segment::Last || segment == wire::Segment::Only;
+    if (starts && qp.recv_state == ReceiveWqeState::None && !claim_recv(qp, p.psn(), now)) {
+        return false;
+    }
+    if (starts) {
+        qp.recv_offset = 0;
+    }
+    qp.message = ends ? InboundMessage::None : InboundMessage::Send;
+    const std::size_t payload = p.payload().size();
+    if (qp.recv_state == ReceiveWqeState::Taken) {
+        WcStatus st = WcStatus::LocLenErr;
+        if (qp.recv_offset + payload <= qp.recv.capacity) {
+            st = scatter(qp, qp.recv.sge, qp.recv_offset, p.payload());
         }
-        if (starts) {
-            qp.recv_offset = 0;
+        if (st != WcStatus::Success) {
+            qp.recv_state = ReceiveWqeState::Failed;
+            qp.recv_status = st;
         }
-        qp.in_send = !ends;
-        if (!qp.recv_failed) {
-            if (qp.recv_offset + payload > qp.recv.capacity) {
-                qp.recv_failed = true;
-                qp.recv_status = WcStatus::LocLenErr;
-            } else {
-                const WcStatus st = scatter(qp, qp.recv.sge, qp.recv_offset, p.payload());
-                if (st != WcStatus::Success) {
-                    qp.recv_failed = true;
-                    qp.recv_status = st;
-                }
-            }
-        }
-        qp.recv_offset += payload;
-        if (qp.recv_failed && rc) {
-            // The message cannot be delivered: complete the receive in error,
-            // tell the requester, and stop (IBA 9.7.5.1.7).
-            const bool length = qp.recv_status == WcStatus::LocLenErr;
-            finish_recv(qp, static_cast<std::uint32_t>(qp.recv_offset), p, now);
-            send_ack(qp, nak_syndrome(length ? wire::NakCode::InvalidRequest : wire::NakCode::RemoteOperationalError),
-                     psn, now);
-            move_to_error(qp, now);
-            return;
-        }
-        if (ends) {
-            finish_recv(qp, static_cast<std::uint32_t>(qp.recv_offset), p, now);
-            ++qp.msn;
-        }
-    } else if (is_write) {
-        if (starts) {
-            const wire::Reth* reth = p.reth();
-            const std::uint64_t len = reth->dma_length.get();
-            if (len > kMaxMessage || (info.segment == wire::Segment::Only && len != payload) ||
-                (info.segment == wire::Segment::First && len <= qp.mtu)) {
-                fail(wire::NakCode::InvalidRequest);
-                return;
-            }
-            qp.write_va = reth->va.get();
-            qp.write_rkey = reth->rkey.get();
-            qp.write_remaining = len;
-            qp.write_total = len;
-            rr.rkey = qp.write_rkey;
-            rr.op = mr::RemoteOp::Write;
-            rr.va = qp.write_va;
-            rr.length = len;
-            EpochGuard guard(mrs_.epoch());
-            const mr::Translation t = mrs_.check_remote(guard, rr);
-            if (!t.ok()) {
-                fail(mr::info(t.status).nak.value_or(wire::NakCode::RemoteAccessError));
-                return;
-            }
-        }
-        if (payload > qp.write_remaining || (ends && payload != qp.write_remaining)) {
-            fail(wire::NakCode::InvalidRequest);
-            return;
-        }
-        // WRITE with immediate consumes a receive WQE: make sure there is one
-        // before any byte lands, so an RNR retry repeats nothing partial.
-        if (ends && info.has_immediate && !qp.recv_taken && !claim_recv(qp, psn, now)) {
-            return;
-        }
-        if (payload > 0) {
-            rr.rkey = qp.write_rkey;
-            rr.op = mr::RemoteOp::Write;
-            rr.va = qp.write_va;
-            rr.length = payload;
-            EpochGuard guard(mrs_.epoch());
-            const mr::Translation t = mrs_.check_remote(guard, rr);
-            dma::ClientMemory* mem = t.ok() && t.desc != nullptr ? memory(t.desc->owner) : nullptr;
-            if (!t.ok()) {
-                fail(mr::info(t.status).nak.value_or(wire::NakCode::RemoteAccessError));
-                return;
-            }
-            if (mem == nullptr || mem->write(t.host_addr, p.payload().data(), payload) != 0) {
-                ++counters_.dma_faults;
-                fail(wire::NakCode::RemoteOperationalError);
-                return;
-            }
-        }
-        qp.write_va += payload;
-        qp.write_remaining -= payload;
-        qp.in_write = !ends;
-        if (ends) {
-            if (info.has_immediate) {
-                finish_recv(qp, static_cast<std::uint32_t>(qp.write_total), p, now);
-            }
-            ++qp.msn;
-        }
-    } else if (info.operation == wire::Operation::RdmaReadRequest) {
+    }
+    qp.recv_offset += payload;
+    if (qp.recv_state == ReceiveWqeState::Failed && qp.type == qp::QpType::Rc) {
+        // The message cannot be delivered: complete the receive in error,
+        // tell the requester, and stop (IBA 9.7.5.1.7).
+        const bool length = qp.recv_status == WcStatus::LocLenErr;
+        finish_recv(qp, static_cast<std::uint32_t>(qp.recv_offset), p, now);
+        send_ack(qp, nak_syndrome(length ? wire::NakCode::InvalidRequest : wire::NakCode::RemoteOperationalError),
+                 p.psn(), now);
+        move_to_error(qp, now);
+        return false;
+    }
+    if (ends) {
+        finish_recv(qp, static_cast<std::uint32_t>(qp.recv_offset), p, now);
+        ++qp.msn;
+    }
+    return true;
+}
+
+bool Engine::receive_write(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    const wire::OpcodeInfo& info = p.info();
+    const bool starts = info.segment == wire::Segment::First || info.segment == wire::Segment::Only;
+    const bool ends = info.segment == wire::Segment::Last || info.segment == wire::Segment::Only;
+    const std::size_t payload = p.payload().size();
+    const wire::Gid peer = p.src_gid();
+    if (starts) {
         const wire::Reth* reth = p.reth();
-        const std::uint64_t len = reth->dma_length.get();
-        if (len > kMaxMessage) {
-            fail(wire::NakCode::InvalidRequest);
+        qp.write_va = reth->va.get();
+        qp.write_rkey = reth->rkey.get();
+        qp.write_remaining = reth->dma_length.get();
+        qp.write_total = qp.write_remaining;
+        EpochGuard guard(mrs_.epoch());
+        mr::Translation t;
+        const RequestFailure f = check_remote_key(
+            qp, guard, {mr::RemoteOp::Write, qp.write_rkey, qp.write_va, qp.write_total, &peer}, t);
+        if (f != RequestFailure::None) {
+            fail_request(qp, p.psn(), f, now);
+            return false;
+        }
+    }
+    if (payload > qp.write_remaining || (ends && payload != qp.write_remaining)) {
+        fail_request(qp, p.psn(), RequestFailure::InvalidRequest, now);
+        return false;
+    }
+    // WRITE with immediate consumes a receive WQE: make sure there is one
+    // before any byte lands, so an RNR retry repeats nothing partial.
+    if (ends && info.has_immediate && qp.recv_state == ReceiveWqeState::None && !claim_recv(qp, p.psn(), now)) {
+        return false;
+    }
+    if (payload > 0) {
+        EpochGuard guard(mrs_.epoch());
+        mr::Translation t;
+        const RequestFailure f =
+            check_remote_key(qp, guard, {mr::RemoteOp::Write, qp.write_rkey, qp.write_va, payload, &peer}, t);
+        if (f != RequestFailure::None) {
+            fail_request(qp, p.psn(), f, now);
+            return false;
+        }
+        dma::ClientMemory* mem = t.desc != nullptr ? memory(t.desc->owner) : nullptr;
+        if (mem == nullptr || mem->write(t.host_addr, p.payload().data(), payload) != 0) {
+            ++counters_.dma_faults;
+            fail_request(qp, p.psn(), RequestFailure::RemoteOperational, now);
+            return false;
+        }
+    }
+    qp.write_va += payload;
+    qp.write_remaining -= payload;
+    qp.message = ends ? InboundMessage::None : InboundMessage::Write;
+    if (ends) {
+        if (info.has_immediate) {
+            finish_recv(qp, static_cast<std::uint32_t>(qp.write_total), p, now);
+        }
+        ++qp.msn;
+    }
+    return true;
+}
+
+void Engine::execute_read(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    const wire::Reth* reth = p.reth();
+    const std::uint64_t len = reth->dma_length.get();
+    const wire::Gid peer = p.src_gid();
+    {
+        EpochGuard guard(mrs_.epoch());
+        mr::Translation t;
+        const RequestFailure f =
+            check_remote_key(qp, guard, {mr::RemoteOp::Read, reth->rkey.get(), reth->va.get(), len, &peer}, t);
+        if (f != RequestFailure::None) {
+            fail_request(qp, p.psn(), f, now);
             return;
         }
-        rr.rkey = reth->rkey.get();
-        rr.op = mr::RemoteOp::Read;
-        rr.va = reth->va.get();
-        rr.length = len;
-        {
-            EpochGuard guard(mrs_.epoch());
-            const mr::Translation t = mrs_.check_remote(guard, rr);
-            if (!t.ok()) {
-                fail(mr::info(t.status).nak.value_or(wire::NakCode::RemoteAccessError));
-                return;
-            }
-        }
-        const std::size_t slot = qp.next_resource;
-        qp.next_resource = (qp.next_resource + 1) % qp.resources.size();
-        qp.pending_reads.erase(std::remove_if(qp.pending_reads.begin(), qp.pending_reads.end(),
-                                              [slot](const PendingRead& pr) { return pr.resource == slot; }),
-                               qp.pending_reads.end());
-        ResponderResource& r = qp.resources[slot];
-        r = ResponderResource{};
-        r.kind = ResponderResource::Kind::Read;
-        r.psn = psn;
-        r.packets = static_cast<std::uint32_t>(std::max<std::uint64_t>((len + qp.mtu - 1) / qp.mtu, 1));
-        r.va = rr.va;
-        r.rkey = rr.rkey;
-        r.length = static_cast<std::uint32_t>(len);
-        qp.pending_reads.push_back(PendingRead{slot, 0, 0, r.packets});
-        ++qp.msn;
-        qp.epsn = psn + r.packets;
-        return;  // the responses are the acknowledgement
-    } else if (info.operation == wire::Operation::CompareSwap || info.operation == wire::Operation::FetchAdd) {
-        const wire::AtomicEth* a = p.atomic_eth();
-        rr.rkey = a->rkey.get();
-        rr.op = mr::RemoteOp::Atomic;
-        rr.va = a->va.get();
-        rr.length = 8;
-        std::uint64_t original = 0;
-        {
-            EpochGuard guard(mrs_.epoch());
-            const mr::Translation t = mrs_.check_remote(guard, rr);
-            if (!t.ok()) {
-                fail(mr::info(t.status).nak.value_or(wire::NakCode::RemoteAccessError));
-                return;
-            }
-            dma::ClientMemory* mem = t.desc != nullptr ? memory(t.desc->owner) : nullptr;
-            int err = EFAULT;
-            if (mem != nullptr) {
-                err = info.operation == wire::Operation::CompareSwap
-                          ? mem->compare_swap(t.host_addr, a->compare.get(), a->swap_add.get(), original)
-                          : mem->fetch_add(t.host_addr, a->swap_add.get(), original);
-            }
-            if (err != 0) {
-                ++counters_.dma_faults;
-                fail(wire::NakCode::RemoteOperationalError);
-                return;
-            }
-        }
-        const std::size_t slot = qp.next_resource;
-        qp.next_resource = (qp.next_resource + 1) % qp.resources.size();
-        ResponderResource& r = qp.resources[slot];
-        r = ResponderResource{};
-        r.kind = ResponderResource::Kind::Atomic;
-        r.psn = psn;
-        r.original = original;
-        ++qp.msn;
-        qp.epsn = psn + 1;
-        send_atomic_ack(qp, psn, original, now);
-        return;
-    } else {
-        fail(wire::NakCode::InvalidRequest);
-        return;
     }
-    qp.epsn = psn + 1;
-    if (rc && p.bth().ack_req()) {
-        qp.ack_pending = true;
+    // Resources (IBA 9.7.5.1.3): the oldest saved READ or atomic makes room.
+    const std::size_t slot = take_resource(qp);
+    ResponderResource& r = qp.resources[slot];
+    r.kind = ResponderResource::Kind::Read;
+    r.psn = p.psn();
+    r.packets = static_cast<std::uint32_t>(std::max<std::uint64_t>((len + qp.mtu - 1) / qp.mtu, 1));
+    r.va = reth->va.get();
+    r.rkey = reth->rkey.get();
+    r.length = static_cast<std::uint32_t>(len);
+    qp.pending_reads.push_back(PendingRead{slot, 0, 0, r.packets});
+    ++qp.msn;
+    qp.epsn = p.psn() + r.packets;
+}
+
+void Engine::execute_atomic(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    const wire::AtomicEth* a = p.atomic_eth();
+    const wire::Gid peer = p.src_gid();
+    std::uint64_t original = 0;
+    {
+        EpochGuard guard(mrs_.epoch());
+        mr::Translation t;
+        const RequestFailure f =
+            check_remote_key(qp, guard, {mr::RemoteOp::Atomic, a->rkey.get(), a->va.get(), 8, &peer}, t);
+        if (f != RequestFailure::None) {
+            fail_request(qp, p.psn(), f, now);
+            return;
+        }
+        dma::ClientMemory* mem = t.desc != nullptr ? memory(t.desc->owner) : nullptr;
+        int err = EFAULT;
+        if (mem != nullptr) {
+            err = p.info().operation == wire::Operation::CompareSwap
+                      ? mem->compare_swap(t.host_addr, a->compare.get(), a->swap_add.get(), original)
+                      : mem->fetch_add(t.host_addr, a->swap_add.get(), original);
+        }
+        if (err != 0) {
+            ++counters_.dma_faults;
+            fail_request(qp, p.psn(), RequestFailure::RemoteOperational, now);
+            return;
+        }
     }
+    ResponderResource& r = qp.resources[take_resource(qp)];
+    r.kind = ResponderResource::Kind::Atomic;
+    r.psn = p.psn();
+    r.original = original;
+    ++qp.msn;
+    qp.epsn = p.psn() + 1;
+    send_atomic_ack(qp, p.psn(), original, now);
+}
+
+std::size_t Engine::take_resource(QueuePair& qp) {
+    const std::size_t slot = qp.next_resource;
+    qp.next_resource = (qp.next_resource + 1) % qp.resources.size();
+    qp.pending_reads.erase(std::remove_if(qp.pending_reads.begin(), qp.pending_reads.end(),
+                                          [slot](const PendingRead& pr) { return pr.resource == slot; }),
+                           qp.pending_reads.end());
+    qp.resources[slot] = ResponderResource{};
+    return slot;
 }
 
 void Engine::replay_read(QueuePair& qp, const wire::Packet& p) {
@@ -632,10 +728,10 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
         const std::uint32_t i = pr.next;
         const bool first = i == pr.start;
         const bool last = i + 1 == pr.end;
-        f.bth.opcode = first && last  ? wire::opcode::kRcRdmaReadResponseOnly
-                       : first        ? wire::opcode::kRcRdmaReadResponseFirst
-                       : last         ? static_cast<std::uint8_t>(0x0F)
-                                      : static_cast<std::uint8_t>(0x0E);
+        f.bth.opcode = read_response_opcode(first && last ? wire::Segment::Only
+                                            : first       ? wire::Segment::First
+                                            : last        ? wire::Segment::Last
+                                                          : wire::Segment::Middle);
         f.bth.dest_qp = qp.attr.dest_qp_num;
         f.bth.psn = r.psn + i;
         f.ext.aeth.syndrome = ack_syndrome();
@@ -644,17 +740,12 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
         const std::uint64_t len = std::min<std::uint64_t>(qp.mtu, r.length - std::min<std::uint64_t>(r.length, offset));
         std::span<const std::uint8_t> payload;
         if (len > 0) {
-            mr::RemoteRequest rr;
-            rr.rkey = r.rkey;
-            rr.pd = qp.pd;
-            rr.qpn = qp.qpn;
-            rr.qp_access = qp.attr.qp_access_flags;
-            rr.op = mr::RemoteOp::Read;
-            rr.va = r.va + offset;
-            rr.length = len;
             EpochGuard guard(mrs_.epoch());
-            const mr::Translation t = mrs_.check_remote(guard, rr);
-            dma::ClientMemory* mem = t.ok() && t.desc != nullptr ? memory(t.desc->owner) : nullptr;
+            mr::Translation t;
+            const RequestFailure checked =
+                check_remote_key(qp, guard, {mr::RemoteOp::Read, r.rkey, r.va + offset, len, nullptr}, t);
+            dma::ClientMemory* mem =
+                checked == RequestFailure::None && t.desc != nullptr ? memory(t.desc->owner) : nullptr;
             const std::size_t at = wire::payload_offset(f);
             std::span<std::uint8_t> room(tx_buffer_.data() + at, len);
             if (mem == nullptr || mem->read(t.host_addr, room.data(), len) != 0) {
@@ -696,8 +787,8 @@ void Engine::flush_receive_queue(QueuePair& qp) {
         cqe.qp_num = qp.qpn;
         complete(qp.recv_cq, cqe, false);
     };
-    if (qp.recv_taken) {
-        qp.recv_taken = false;
+    if (qp.recv_state != ReceiveWqeState::None) {
+        qp.recv_state = ReceiveWqeState::None;
         retire_own_recv(qp);
         flush(qp.recv.wr_id);
     }

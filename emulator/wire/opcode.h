@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "headers.h"
@@ -250,6 +251,63 @@ inline constexpr std::array<OpcodeInfo, 256> kOpcodeTable = detail::make_table()
 
 [[nodiscard]] constexpr const OpcodeInfo& opcode_info(std::uint8_t opcode) { return kOpcodeTable[opcode]; }
 
+// The reverse lookup: what a packet is (transport, operation, segment, with
+// immediate or invalidate) to its opcode. The engine picks every opcode it
+// sends through here, so no opcode number lives outside this file.
+struct OpcodeKey {
+    Transport transport = Transport::None;
+    Operation operation = Operation::None;
+    Segment segment = Segment::None;
+    bool immediate = false;
+    bool invalidate = false;
+};
+
+namespace detail {
+
+constexpr std::size_t kTransportCount = static_cast<std::size_t>(Transport::None) + 1;
+constexpr std::size_t kOperationCount = static_cast<std::size_t>(Operation::Cnp) + 1;
+constexpr std::size_t kSegmentCount = static_cast<std::size_t>(Segment::Only) + 1;
+constexpr std::size_t kKeyCount = kTransportCount * kOperationCount * kSegmentCount * 4;
+constexpr std::uint16_t kNoOpcode = 0x100;  // no opcode has this key
+
+constexpr std::size_t key_index(const OpcodeKey& k) {
+    std::size_t i = static_cast<std::size_t>(k.transport);
+    i = i * kOperationCount + static_cast<std::size_t>(k.operation);
+    i = i * kSegmentCount + static_cast<std::size_t>(k.segment);
+    return i * 4 + (k.immediate ? 2u : 0u) + (k.invalidate ? 1u : 0u);
+}
+
+constexpr std::array<std::uint16_t, kKeyCount> make_reverse_table() {
+    std::array<std::uint16_t, kKeyCount> r{};
+    r.fill(kNoOpcode);
+    for (std::size_t op = 0; op < kOpcodeTable.size(); ++op) {
+        const OpcodeInfo& info = kOpcodeTable[op];
+        if (info.valid) {
+            r[key_index({info.transport, info.operation, info.segment, info.has_immediate, info.has_invalidate})] =
+                static_cast<std::uint16_t>(op);
+        }
+    }
+    return r;
+}
+
+inline constexpr std::array<std::uint16_t, kKeyCount> kOpcodeByKey = make_reverse_table();
+
+}  // namespace detail
+
+// The opcode the IBA defines for `key`; nullopt when there is none (UC READ,
+// UD WRITE, a SEND FIRST with immediate, ...).
+[[nodiscard]] constexpr std::optional<std::uint8_t> find_opcode(const OpcodeKey& key) {
+    const std::uint16_t op = detail::kOpcodeByKey[detail::key_index(key)];
+    if (op == detail::kNoOpcode) {
+        return std::nullopt;
+    }
+    return static_cast<std::uint8_t>(op);
+}
+
+// The same at compile time, for a key known to exist: a key without an
+// opcode does not compile.
+[[nodiscard]] consteval std::uint8_t opcode_of(const OpcodeKey& key) { return find_opcode(key).value(); }
+
 // Opcode numbers the engine names directly (IBA 9.2 table 38).
 namespace opcode {
 constexpr std::uint8_t kRcSendFirst = 0x00;
@@ -282,5 +340,14 @@ static_assert(!opcode_info(0x15).valid);   // RESYNC is RD-only
 static_assert(opcode_info(0x55).valid && !opcode_info(0x55).supported);
 static_assert(!opcode_info(0x40).supported && opcode_info(0x40).valid);  // RD
 static_assert(opcode_info(opcode::kCnp).header_length == 12 + 16);
+
+// The reverse lookup finds the numbers of IBA table 38.
+static_assert(opcode_of({Transport::RC, Operation::Acknowledge, Segment::Only}) == opcode::kRcAcknowledge);
+static_assert(opcode_of({Transport::RC, Operation::Send, Segment::Only, false, true}) == 0x17);
+static_assert(opcode_of({Transport::UC, Operation::RdmaWrite, Segment::Last, true}) == 0x29);
+static_assert(opcode_of({Transport::UD, Operation::Send, Segment::Only, true}) == opcode::kUdSendOnlyWithImmediate);
+static_assert(opcode_of({Transport::CNP, Operation::Cnp, Segment::Only}) == opcode::kCnp);
+static_assert(!find_opcode({Transport::UC, Operation::RdmaReadRequest, Segment::Only}).has_value());
+static_assert(!find_opcode({Transport::RC, Operation::Send, Segment::First, true}).has_value());
 
 }  // namespace uroce::wire

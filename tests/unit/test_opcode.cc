@@ -375,5 +375,27 @@ TEST(Opcode, NamedConstants) {
     EXPECT_EQ(opcode_info(opcode::kUdSendOnlyWithImmediate).name_view(), "UD_SEND_ONLY_WITH_IMMEDIATE");
 }
 
+// The reverse lookup gives back every opcode the IBA defines from what the
+// packet is, and nothing for a key no opcode has.
+TEST(Opcode, FindOpcodeRoundTripsEveryDefinedOpcode) {
+    int defined = 0;
+    for (std::size_t op = 0; op < kOpcodeTable.size(); ++op) {
+        const OpcodeInfo& info = kOpcodeTable[op];
+        if (!info.valid) {
+            continue;
+        }
+        ++defined;
+        const auto found =
+            find_opcode({info.transport, info.operation, info.segment, info.has_immediate, info.has_invalidate});
+        ASSERT_TRUE(found.has_value()) << info.name_view();
+        EXPECT_EQ(*found, op) << info.name_view();
+    }
+    EXPECT_EQ(defined, 23 + 12 + 22 + 2 + 23 + 1);  // RC, UC, RD, UD, XRC, CNP
+    EXPECT_FALSE(find_opcode({Transport::UD, Operation::RdmaWrite, Segment::Only}).has_value());
+    EXPECT_FALSE(find_opcode({Transport::UC, Operation::Send, Segment::Last, false, true}).has_value());
+    EXPECT_FALSE(find_opcode({Transport::RC, Operation::Send, Segment::Middle, true}).has_value());
+    EXPECT_FALSE(find_opcode({}).has_value());
+}
+
 }  // namespace
 }  // namespace uroce::wire

@@ -4,15 +4,19 @@
 
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "abi/control_client.h"
 #include "device_locator.h"
+#include "engine/drop_reason.h"
+#include "wire/parse_status.h"
 
 namespace uroce::tools {
 
@@ -102,11 +106,36 @@ constexpr Field<uroce_stats_idle> kIdle[] = {
     {"slept_ns", &uroce_stats_idle::slept_ns},
 };
 
-std::vector<Group> groups(const uroce_ctrl_stats_reply& s) {
+// A group of the STATS_REASONS reply: `values[i]` is named `names[i]`.
+template <std::size_t N, typename Names>
+Group reasons(const char* name, const std::uint64_t (&values)[N], const Names& names, std::size_t first = 0) {
+    Group g{name, {}};
+    for (std::size_t i = first; i < names.size() && i < N; ++i) {
+        g.counters.emplace_back(names[i].data(), values[i]);
+    }
+    return g;
+}
+
+// The parse outcomes that are drops (not Ok, not "not RoCEv2"), by name.
+std::array<std::string_view, wire::kParseStatusCount> parse_drop_names() {
+    std::array<std::string_view, wire::kParseStatusCount> names{};
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        names[i] = wire::kParseStatusInfo[i].name;
+    }
+    return names;
+}
+
+std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r) {
+    static const auto kParseNames = parse_drop_names();
+    constexpr auto kFirstDrop = static_cast<std::size_t>(wire::ParseStatus::EthernetTruncated);
     return {group("engine", s.engine, kEngine),           group("frames", s.frames, kFrames),
             group("port", s.port, kPort),                 group("neighbours", s.neighbours, kNeighbours),
             group("dma", s.dma, kDma),                    group("idle", s.idle, kIdle),
-            Group{"mr_ways", {{"shared", s.mrs_shared}, {"copy", s.mrs_copy}, {"unserved", s.mrs_unserved}}}};
+            Group{"mr_ways", {{"shared", s.mrs_shared}, {"copy", s.mrs_copy}, {"unserved", s.mrs_unserved}}},
+            reasons("frames_malformed", r.frames_malformed, kParseNames, kFirstDrop),
+            reasons("engine_dropped", r.engine_dropped, engine::kDropReasonName),
+            reasons("naks_sent", r.naks_sent, engine::kNakReasonName),
+            reasons("naks_received", r.naks_received, engine::kNakReasonName)};
 }
 
 const char* way_name(std::uint8_t way) {
@@ -143,9 +172,10 @@ int list_mrs(abi::ControlClient& c, std::vector<uroce_ctrl_mr_entry>& out) {
     }
 }
 
-void print_json(const uroce_ctrl_stats_reply& s, const std::vector<uroce_ctrl_mr_entry>& mrs) {
+void print_json(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
+                const std::vector<uroce_ctrl_mr_entry>& mrs) {
     nlohmann::ordered_json j;
-    for (const Group& g : groups(s)) {
+    for (const Group& g : groups(s, r)) {
         nlohmann::ordered_json values = nlohmann::ordered_json::object();
         for (const auto& [name, value] : g.counters) {
             values[name] = value;
@@ -166,11 +196,12 @@ void print_json(const uroce_ctrl_stats_reply& s, const std::vector<uroce_ctrl_mr
     fmt::print("{}\n", j.dump(2));
 }
 
-void print_text(const uroce_ctrl_stats_reply& s, const std::vector<uroce_ctrl_mr_entry>& mrs) {
-    for (const Group& g : groups(s)) {
+void print_text(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
+                const std::vector<uroce_ctrl_mr_entry>& mrs) {
+    for (const Group& g : groups(s, r)) {
         fmt::print("{}\n", g.name);
         for (const auto& [name, value] : g.counters) {
-            fmt::print("  {:<22}{:>20}\n", name, value);
+            fmt::print("  {:<30}{:>20}\n", name, value);
         }
     }
     fmt::print("mrs ({})\n", mrs.size());
@@ -193,7 +224,11 @@ int show(const DeviceLocation& loc, bool json) {
     }
     uroce_ctrl_stats_reply stats{};
     std::vector<uroce_ctrl_mr_entry> mrs;
+    uroce_ctrl_stats_reasons_reply reasons{};
     int err = c.call_simple(UROCE_CTRL_STATS, &stats, sizeof stats);
+    if (err == 0) {
+        err = c.call_simple(UROCE_CTRL_STATS_REASONS, &reasons, sizeof reasons);
+    }
     if (err == 0) {
         err = list_mrs(c, mrs);
     }
@@ -203,9 +238,9 @@ int show(const DeviceLocation& loc, bool json) {
         return 1;
     }
     if (json) {
-        print_json(stats, mrs);
+        print_json(stats, reasons, mrs);
     } else {
-        print_text(stats, mrs);
+        print_text(stats, reasons, mrs);
     }
     return 0;
 }

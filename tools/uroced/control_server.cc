@@ -58,6 +58,7 @@ std::size_t request_size(std::uint16_t op) {
         case UROCE_CTRL_ALLOC_PD:
         case UROCE_CTRL_STATUS:
         case UROCE_CTRL_STATS:
+        case UROCE_CTRL_STATS_REASONS:
             return sizeof(uroce_ctrl_hdr);
         case UROCE_CTRL_LIST_MRS:
             return sizeof(uroce_ctrl_list_mrs);
@@ -765,6 +766,8 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         case UROCE_CTRL_CM_COMMAND:
         case UROCE_CTRL_CM_GET_EVENT:
             return dispatch_cm(c, h, msg, out, received_fd);
+        case UROCE_CTRL_STATS_REASONS:
+            return write_reply(out, h, 0, stats_reasons_reply(datapath_));
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

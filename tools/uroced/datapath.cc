@@ -91,7 +91,7 @@ std::size_t Datapath::receive_burst(engine::Clock::time_point now) {
             ++counters_.rx_roce;
             engine_->receive(r.packet, now);
         } else if (wire::reached_roce(r.status)) {
-            ++counters_.rx_malformed;
+            counters_.count_malformed(r.status);
         } else {
             ++counters_.rx_other;
             neighbours_.handle_frame(frame, now);
@@ -115,7 +115,7 @@ bool Datapath::receive_own_frames(engine::Clock::time_point now) {
             ++counters_.rx_roce;
             engine_->receive(r.packet, now);
         } else {
-            ++counters_.rx_malformed;
+            counters_.count_malformed(r.status);
         }
     }
     return true;

@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "idle_wait.h"
 #include "net/neighbours.h"
 #include "net/port.h"
+#include "wire/parse_status.h"
 
 namespace uroce::daemon {
 
@@ -29,6 +31,13 @@ struct DatapathCounters {
     std::uint64_t rx_roce = 0;
     std::uint64_t rx_other = 0;      // ARP, ND, anything else
     std::uint64_t rx_malformed = 0;  // UDP 4791 that failed to parse
+    // rx_malformed by parse outcome (wire/parse_status.h).
+    std::array<std::uint64_t, wire::kParseStatusCount> malformed{};
+
+    void count_malformed(wire::ParseStatus status) {
+        ++rx_malformed;
+        ++malformed[static_cast<std::size_t>(status)];
+    }
 };
 
 class Datapath final : public engine::FrameSink {

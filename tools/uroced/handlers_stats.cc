@@ -1,5 +1,7 @@
 #include "handlers_stats.h"
 
+#include <algorithm>
+
 #include "mr/keys.h"
 
 namespace uroce::daemon {
@@ -62,6 +64,24 @@ uroce_stats_neighbours neighbour_stats(const net::NeighbourCounters& n) {
 }
 
 }  // namespace
+
+static_assert(wire::kParseStatusCount <= UROCE_STATS_PARSE_REASONS, "the reply holds every parse outcome");
+static_assert(engine::kDropReasonCount <= UROCE_STATS_DROP_REASONS, "the reply holds every drop reason");
+static_assert(engine::kNakReasonCount == UROCE_STATS_NAK_REASONS, "the reply holds every NAK kind");
+
+uroce_ctrl_stats_reasons_reply stats_reasons_reply(const Datapath* datapath) {
+    uroce_ctrl_stats_reasons_reply r{};
+    if (datapath == nullptr) {
+        return r;
+    }
+    const DatapathCounters& f = datapath->counters();
+    std::copy(f.malformed.begin(), f.malformed.end(), r.frames_malformed);
+    const engine::EngineCounters& e = datapath->engine().counters();
+    std::copy(e.dropped.begin(), e.dropped.end(), r.engine_dropped);
+    std::copy(e.naks_sent.begin(), e.naks_sent.end(), r.naks_sent);
+    std::copy(e.naks_received.begin(), e.naks_received.end(), r.naks_received);
+    return r;
+}
 
 uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath,
                                    const OwnerFilter& visible) {

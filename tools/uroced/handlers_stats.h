@@ -1,4 +1,4 @@
-// The replies of STATS and LIST_MRS (abi/control.h): the device's counters
+// The replies of STATS, STATS_REASONS and LIST_MRS (abi/control.h): the device's counters
 // and its MRs with the DMA way that serves each, for `uroce stats`.
 #pragma once
 
@@ -22,6 +22,9 @@ using OwnerFilter = std::function<bool(std::uint32_t owner)>;
 // kernel's port and hw counters are readable by every user.
 [[nodiscard]] uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath,
                                                  const OwnerFilter& visible);
+
+// Every drop and NAK by reason; all zero without a data path.
+[[nodiscard]] uroce_ctrl_stats_reasons_reply stats_reasons_reply(const Datapath* datapath);
 
 // Up to UROCE_LIST_MRS_PER_REPLY of the MRs `visible` admits, from key
 // index `first_index` on.

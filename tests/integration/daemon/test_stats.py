@@ -81,6 +81,19 @@ def reg_body(pd, addr, length, *, flags=0, rereg_flags=0, lkey=0, shared=None):
                        shared.addr if shared else 0, shared.length if shared else 0, 0)
 
 
+def assert_reasons_add_up(test, s):
+    """The by-reason groups (STATS_REASONS) name every drop and add up to the totals."""
+    test.assertIn("bad_icrc", s["frames_malformed"])
+    test.assertIn("unknown_qp", s["engine_dropped"])
+    test.assertIn("receiver_not_ready", s["naks_sent"])
+    test.assertIn("psn_sequence_error", s["naks_received"])
+    test.assertNotIn("ok", s["frames_malformed"])
+    test.assertEqual(sum(s["frames_malformed"].values()), s["frames"]["rx_malformed"])
+    test.assertEqual(sum(s["engine_dropped"].values()), s["engine"]["rx_dropped"])
+    test.assertEqual(s["naks_sent"]["receiver_not_ready"], s["engine"]["rnr_naks_sent"])
+    test.assertEqual(s["naks_sent"]["psn_sequence_error"], s["engine"]["seq_naks_sent"])
+
+
 def stats_json(state):
     r = subprocess.run([UROCE, "stats", "--state-dir", state, "--device", DEVICE, "--json"], capture_output=True,
                        text=True, timeout=30)
@@ -148,6 +161,9 @@ class ControlPart(unittest.TestCase):
         """{lkey: way} of this client's MRs, and the shared mappings held."""
         s = self.stats()
         return {m["lkey"]: m["way"] for m in s["mrs"] if m["client"] == self.client_id}, s["dma"]["shared_mappings"]
+
+    def test_drops_and_naks_by_reason_add_up_to_the_totals(self):
+        assert_reasons_add_up(self, self.stats())
 
     def test_each_mr_shows_its_way_and_its_registration(self):
         m = self.shared()
@@ -262,6 +278,7 @@ class VerbsPart(unittest.TestCase):
         self.assertGreater(delta("port", "tx_frames"), 0)
         self.assertEqual(delta("dma", "faults"), 0)
         self.assertGreater(after["idle"]["sleeps"], 0)
+        assert_reasons_add_up(self, after)
         return delta
 
     def test_shared_by_default(self):

@@ -350,7 +350,7 @@ TEST_F(Rc, ReceiveInProgressIsRetiredWhenItCompletes) {
     wire_.filter = [&](std::span<const std::uint8_t>) { return ++frames == 1 ? 1 : 0; };
     const uroce_sge s = sge_of(src.data(), static_cast<std::uint32_t>(src.size()), smr.lkey);
     qa_.post_send(send_wqe(WrOpcode::Send, 1, 1), std::span(&s, 1));
-    ASSERT_TRUE(run_until([&] { return b_.engine().find_qp(0x22)->recv_taken; }));
+    ASSERT_TRUE(run_until([&] { return b_.engine().find_qp(0x22)->recv_state != ReceiveWqeState::None; }));
     EXPECT_EQ(b_.engine().find_qp(0x22)->rq_consumed, 1u);
     EXPECT_EQ(std::atomic_ref<std::uint32_t>(qb_.rq()->consumer).load(), 0u);
 
