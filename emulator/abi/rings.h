@@ -38,7 +38,7 @@
 
 #include <stdint.h>
 
-#define UROCE_RING_VERSION 2u
+#define UROCE_RING_VERSION 3u /* 3: CQEs carry completion timestamps (timestamp_ns, wallclock_ns) */
 
 /* Header of a work-queue ring (SQ, RQ, SRQ). */
 struct uroce_wq_ring {
