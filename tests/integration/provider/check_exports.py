@@ -1,5 +1,6 @@
 """The plugin exports only what applications may call (uroce_dv.h), and the
-preload library only the two verbs it replaces plus its one helper: nothing
+preload library only the two verbs it replaces, its one helper, and the libc
+calls through which it emulates the rdma_cm device (docs/rdma-cm.md): nothing
 of uroce's internals leaks into a program's symbol namespace.
 
 usage: check_exports.py PLUGIN PRELOAD
@@ -11,7 +12,10 @@ import sys
 
 EXPECTED = {
     0: {"uroce_dv_reg_mr_relaxed", "uroce_dv_dereg_mr_relaxed", "uroce_dv_flush_relaxed_mr"},
-    1: {"ibv_create_comp_channel", "ibv_destroy_comp_channel", "uroce_comp_channel_notify_fd"},
+    1: {"ibv_create_comp_channel", "ibv_destroy_comp_channel", "uroce_comp_channel_notify_fd",
+        # /dev/infiniband/rdma_cm: opened, stat'ed, written and closed by librdmacm
+        "open", "open64", "openat", "openat64", "__open_2", "__open64_2", "__openat_2", "__openat64_2",
+        "fstat", "fstat64", "__fxstat", "__fxstat64", "write", "close"},
 }
 
 

@@ -416,7 +416,7 @@ class ProgramsWhenTheDaemonGoes(unittest.TestCase):
         self.daemon_goes_under(["ib_write_bw", "-d", "uroce0", "-x", "2", "-n", "100000000"], signal.SIGKILL)
 
 
-RING_VERSION = 2
+RING_VERSION = 3  # UROCE_RING_VERSION (emulator/abi/rings.h)
 WQ_RING = struct.Struct("<9I")  # version, entries, stride, max_sge, max_inline, producer, consumer, armed, error
 CQ_RING = struct.Struct("<6I")  # version, entries, producer, consumer, notify_request, overrun
 SRQ_MAX_WR = 1
