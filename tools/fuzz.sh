@@ -27,6 +27,7 @@ declare -A seeds=(
   [fuzz_parse]=corpus
   [fuzz_engine]=corpus_engine
   [fuzz_control]=corpus_control
+  [fuzz_cm]=corpus_cm
 )
 
 if [ ! -f "$build/build.ninja" ]; then

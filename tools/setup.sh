@@ -21,6 +21,7 @@ packages=(
   sockperf                  # the kernel UDP round trip, the floor of tools/bench/roce_bench.py
   # rdma_cm through the emulated ucma device (docs/rdma-cm.md)
   rdmacm-utils librdmacm-dev linux-libc-dev  # rping, ucmatose, rstream...; rdma/rdma_user_cm.h
+  ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
 )
 
 missing=()

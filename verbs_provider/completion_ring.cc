@@ -42,7 +42,7 @@ int CompletionRing::attach(void* ring, std::size_t bytes) {
         return EPROTO;
     }
     header_ = h;
-    slots_ = reinterpret_cast<const uroce_cqe*>(h + 1);
+    slots_ = reinterpret_cast<uroce_cqe*>(h + 1);
     entries_ = h->entries;
     consumer_ = shared(h->consumer).load(std::memory_order_relaxed);
     return 0;
@@ -69,6 +69,27 @@ int CompletionRing::poll(int num_entries, ibv_wc* wc) {
         shared(header_->consumer).store(consumer_, std::memory_order_release);
     }
     return static_cast<int>(n);
+}
+
+std::uint32_t CompletionRing::discard_qp(std::uint32_t qpn) {
+    std::lock_guard lock(mutex_);
+    const std::uint32_t producer = shared(header_->producer).load(std::memory_order_acquire);
+    const std::uint32_t ready = std::min(producer - consumer_, entries_);
+    // Newest first: each kept CQE moves up by the number removed after it.
+    std::uint32_t removed = 0;
+    for (std::uint32_t i = ready; i-- > 0;) {
+        uroce_cqe& cqe = slots_[(consumer_ + i) & (entries_ - 1)];
+        if (cqe.qp_num == qpn) {
+            ++removed;
+        } else if (removed != 0) {
+            std::memcpy(&slots_[(consumer_ + i + removed) & (entries_ - 1)], &cqe, sizeof cqe);
+        }
+    }
+    if (removed != 0) {
+        consumer_ += removed;
+        shared(header_->consumer).store(consumer_, std::memory_order_release);
+    }
+    return removed;
 }
 
 void CompletionRing::request_notify(bool solicited_only) {

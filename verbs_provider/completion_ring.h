@@ -31,11 +31,19 @@ public:
     // ibv_req_notify_cq(3): the next completion (solicited ones only, if
     // asked) written after this call produces one event on the CQ's channel.
     void request_notify(bool solicited_only);
+    // A QP moved to RESET leaves nothing behind (ibv_modify_qp(3): RESET
+    // clears its queues), so its completions not yet polled are removed, as
+    // hardware providers clean their CQs (mlx5's __mlx5_cq_clean): the other
+    // QPs' CQEs, in order, move up over them and the consumer index passes
+    // the freed slots. Only slots below the producer index read here are
+    // touched; the daemon writes only at and above it. Returns how many
+    // were removed.
+    std::uint32_t discard_qp(std::uint32_t qpn);
 
 private:
     std::mutex mutex_;  // pollers on several threads take CQEs in turn
     uroce_cq_ring* header_ = nullptr;
-    const uroce_cqe* slots_ = nullptr;
+    uroce_cqe* slots_ = nullptr;
     std::uint32_t entries_ = 0;
     std::uint32_t consumer_ = 0;  // CQEs taken
     std::atomic<std::uint32_t> notify_sequence_{0};

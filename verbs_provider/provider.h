@@ -200,6 +200,7 @@ struct Cq {
     FlushedCompletions flushed;  // once the daemon has gone
     int channel_notify_fd = -1;  // the channel's write end (the preload's), -1 without a channel
 };
+inline Cq* to_cq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
 struct Qp {
     pabi::verbs_qp vqp;
     ibv_qp_cap cap;

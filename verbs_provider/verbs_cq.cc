@@ -24,8 +24,6 @@ namespace uroce::provider {
 
 namespace {
 
-Cq* to_cq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
-
 // The write end of a uroce completion channel, or -1 with errno set (and
 // the reason on stderr: a program otherwise sees only a failed create_cq).
 int channel_notify_fd(ibv_comp_channel* channel) {

@@ -210,7 +210,15 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     req.attr = attr_to_wire(*attr);
     uroce_ctrl_hdr reply{};
     // libibverbs records the new state in qp->state on success.
-    return link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply);
+    const int err = link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply);
+    if (err == 0 && (attr_mask & IBV_QP_STATE) != 0 && attr->qp_state == IBV_QPS_RESET) {
+        // The daemon has reset the QP: none of its completions can follow.
+        to_cq(qp->send_cq)->completions.discard_qp(qp->qp_num);
+        if (qp->recv_cq != qp->send_cq) {
+            to_cq(qp->recv_cq)->completions.discard_qp(qp->qp_num);
+        }
+    }
+    return err;
 }
 
 int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_attr* init_attr) {

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "qp/address_values.h"
+
 namespace uroce::device {
 
 QueueObjects::QueueObjects(mr::PdTable& pds, QueueLimits limits, qp::PortLimits port)
@@ -107,9 +109,10 @@ int QueueObjects::destroy_srq(std::uint32_t owner, std::uint32_t srq) {
 }
 
 int QueueObjects::check_ah(const qp::AhAttr& a) const {
-    // RoCE addresses by GID: every AH carries a GRH.
-    if (!a.is_global || a.port_num != qp::kPortNum || a.sgid_index >= port_.gid_table_len ||
-        (a.flow_label & ~qp::kFlowLabelMask) != 0 || a.sl > qp::kMaxSl || !qp::is_valid_static_rate(a.static_rate)) {
+    // RoCE addresses by GID: every AH carries a GRH. flow_label and sl are
+    // masked, not refused, and static_rate is not checked, as on the kernel
+    // (qp/address_values.h).
+    if (!a.is_global || a.port_num != qp::kPortNum || a.sgid_index >= port_.gid_table_len) {
         return EINVAL;
     }
     return 0;
@@ -127,7 +130,7 @@ Created QueueObjects::create_ah(std::uint32_t owner, std::uint32_t pd, const qp:
         return {ENOMEM, 0};
     }
     const std::uint32_t h = next_handle_++;
-    ahs_[h] = Ah{owner, pd, attr};
+    ahs_[h] = Ah{owner, pd, qp::as_kernel_takes(attr)};
     pds_.ref(pd);
     return {0, h};
 }

@@ -237,6 +237,7 @@ void Engine::finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Pack
     }
     if (qp.type == qp::QpType::Ud) {
         cqe.wc_flags |= WcFlag::kGrh;
+        cqe.sl = p.ip_version() == wire::IpVersion::V4 ? RoceWcSl::kRoceV2Ipv4 : RoceWcSl::kRoceV2Ipv6;
     }
     cqe.pkey_index = 0;
     qp.recv_taken = false;

@@ -51,6 +51,21 @@ struct WcFlag {
     static constexpr std::uint32_t kWithInv = 1u << 3;
 };
 
+// ibv_wc.sl of a UD receive on a RoCE port, as mlx5 reports it (its CQE's
+// 4-bit sl field, which for a UD responder on RoCE carries the packet type
+// instead of a service level): bit 3 set when the frame had a UDP header
+// (RoCE v2), bits 2:0 the L3 header type, 0 GRH (RoCE v1), 1 IPv6, 2 IPv4.
+// UCX's ud transports read it to find where the DGID sits in the 40 bytes
+// of GRH space (an IPv4 header fills its last 20) and drop the packet when
+// the DGID is not one of theirs, so 0 makes them drop every IPv4 packet.
+struct RoceWcSl {
+    static constexpr std::uint8_t kUdpHeader = 1u << 3;
+    static constexpr std::uint8_t kIpv6 = 1;
+    static constexpr std::uint8_t kIpv4 = 2;
+    static constexpr std::uint8_t kRoceV2Ipv6 = kUdpHeader | kIpv6;
+    static constexpr std::uint8_t kRoceV2Ipv4 = kUdpHeader | kIpv4;
+};
+
 // enum ibv_event_type
 enum class AsyncEvent : std::uint32_t {
     CqErr = 0,

@@ -2,6 +2,8 @@
 
 #include <cerrno>
 
+#include "address_values.h"
+
 namespace uroce::qp {
 
 namespace {
@@ -94,15 +96,9 @@ const char* check_av(const AhAttr& ah, const PortLimits& limits) {
     if (ah.sgid_index >= limits.gid_table_len) {
         return "ah_attr.grh.sgid_index beyond the GID table";
     }
-    if (ah.flow_label > kFlowLabelMask) {
-        return "ah_attr.grh.flow_label wider than 20 bits";
-    }
-    if (ah.sl > kMaxSl) {
-        return "ah_attr.sl above 15";
-    }
-    if (!is_valid_static_rate(ah.static_rate)) {
-        return "ah_attr.static_rate is not an ibv_rate";
-    }
+    // flow_label, sl: masked by apply_modify (address_values.h); hop_limit,
+    // traffic_class: any value; static_rate: not checked by the kernel or
+    // rdma_rxe either (qp_types.h).
     return nullptr;
 }
 
@@ -133,23 +129,11 @@ const char* check_values(std::uint32_t mask, const QpAttr& attr, const PortLimit
     if ((mask & M::kTimeout) != 0 && attr.timeout > kMaxTimeout) {
         return "timeout above 31";
     }
-    if ((mask & M::kRetryCnt) != 0 && attr.retry_cnt > kMaxRetryCnt) {
-        return "retry_cnt above 7";
-    }
-    if ((mask & M::kRnrRetry) != 0 && attr.rnr_retry > kMaxRnrRetry) {
-        return "rnr_retry above 7";
-    }
-    if ((mask & M::kMinRnrTimer) != 0 && attr.min_rnr_timer > kMaxMinRnrTimer) {
-        return "min_rnr_timer above 31";
-    }
     if ((mask & M::kMaxQpRdAtomic) != 0 && attr.max_rd_atomic > limits.max_rd_atomic) {
         return "max_rd_atomic above the device's max_qp_init_rd_atom";
     }
     if ((mask & M::kMaxDestRdAtomic) != 0 && attr.max_dest_rd_atomic > limits.max_dest_rd_atomic) {
         return "max_dest_rd_atomic above the device's max_qp_rd_atom";
-    }
-    if ((mask & M::kDestQpn) != 0 && attr.dest_qp_num > kQpnMask) {
-        return "dest_qp_num wider than 24 bits";
     }
     if ((mask & M::kPathMigState) != 0 && static_cast<unsigned>(attr.path_mig_state) >
                                                   static_cast<unsigned>(MigState::Armed)) {
@@ -160,8 +144,9 @@ const char* check_values(std::uint32_t mask, const QpAttr& attr, const PortLimit
     if ((mask & M::kAltPath) != 0) {
         return "alternate path (APM) is not supported on RoCE";
     }
-    // QKEY, EN_SQD_ASYNC_NOTIFY: any value. RQ_PSN, SQ_PSN: masked to 24 bits
-    // by apply_modify, as the kernel masks them (with a warning) for IB/RoCE.
+    // QKEY, EN_SQD_ASYNC_NOTIFY: any value. RQ_PSN, SQ_PSN, DEST_QPN (24
+    // bits), RETRY_CNT, RNR_RETRY (3 bits), MIN_RNR_TIMER (5 bits): masked
+    // by apply_modify, as the kernel and hardware take them (qp_types.h).
     return nullptr;
 }
 
@@ -261,7 +246,7 @@ void apply_modify(QpAttr& stored, std::uint32_t mask, const QpAttr& attr, QpStat
         stored.qkey = attr.qkey;
     }
     if ((mask & M::kAv) != 0) {
-        stored.ah_attr = attr.ah_attr;
+        stored.ah_attr = as_kernel_takes(attr.ah_attr);
     }
     if ((mask & M::kPathMtu) != 0) {
         stored.path_mtu = attr.path_mtu;
@@ -270,10 +255,10 @@ void apply_modify(QpAttr& stored, std::uint32_t mask, const QpAttr& attr, QpStat
         stored.timeout = attr.timeout;
     }
     if ((mask & M::kRetryCnt) != 0) {
-        stored.retry_cnt = attr.retry_cnt;
+        stored.retry_cnt = attr.retry_cnt & kRetryCountMask;
     }
     if ((mask & M::kRnrRetry) != 0) {
-        stored.rnr_retry = attr.rnr_retry;
+        stored.rnr_retry = attr.rnr_retry & kRetryCountMask;
     }
     if ((mask & M::kRqPsn) != 0) {
         stored.rq_psn = attr.rq_psn & kPsnMask;
@@ -282,7 +267,7 @@ void apply_modify(QpAttr& stored, std::uint32_t mask, const QpAttr& attr, QpStat
         stored.max_rd_atomic = attr.max_rd_atomic;
     }
     if ((mask & M::kMinRnrTimer) != 0) {
-        stored.min_rnr_timer = attr.min_rnr_timer;
+        stored.min_rnr_timer = attr.min_rnr_timer & kMinRnrTimerMask;
     }
     if ((mask & M::kSqPsn) != 0) {
         stored.sq_psn = attr.sq_psn & kPsnMask;
@@ -294,7 +279,7 @@ void apply_modify(QpAttr& stored, std::uint32_t mask, const QpAttr& attr, QpStat
         stored.path_mig_state = attr.path_mig_state;
     }
     if ((mask & M::kDestQpn) != 0) {
-        stored.dest_qp_num = attr.dest_qp_num;
+        stored.dest_qp_num = attr.dest_qp_num & kQpnMask;
     }
     if ((mask & M::kRateLimit) != 0) {
         stored.rate_limit = attr.rate_limit;

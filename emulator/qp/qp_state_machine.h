@@ -23,9 +23,13 @@ namespace uroce::qp {
 struct PortLimits {
     Mtu active_mtu = Mtu::Mtu1024;  // ibv_port_attr.active_mtu: 1024 fits a 1500-byte Ethernet MTU
     // ibv_device_attr.max_qp_init_rd_atom: bound on ibv_qp_attr.max_rd_atomic.
-    std::uint8_t max_rd_atomic = 16;
+    // 128 as rdma_rxe (RXE_MAX_QP_RD_ATOM): perftest asks the peer's value,
+    // so a smaller bound fails its setup against rxe. The engine tracks that
+    // many: the requester counts READ/atomic WQEs in flight against
+    // max_rd_atomic, the responder keeps max_dest_rd_atomic resources.
+    std::uint8_t max_rd_atomic = 128;
     // ibv_device_attr.max_qp_rd_atom: bound on ibv_qp_attr.max_dest_rd_atomic.
-    std::uint8_t max_dest_rd_atomic = 16;
+    std::uint8_t max_dest_rd_atomic = 128;
     std::uint16_t pkey_table_len = 1;  // RoCE: the default P_Key 0xFFFF only
     std::uint16_t gid_table_len = 16;
 };
@@ -53,12 +57,15 @@ struct ModifyCheck {
 //  - the (current, target) pair must be a legal transition, with every
 //    required bit and no bit outside required | optional | STATE;
 //  - IBV_QP_CUR_STATE, where the transition permits it, must name `current`;
-//  - each attribute in the mask must be in range (port 1, P_Key index and
-//    GID index in the tables, path MTU 256..4096 and at most the active MTU,
-//    timeout and min RNR timer <= 31, retry counts <= 7, rd_atomic depths
-//    within the device's, access flags among LOCAL_WRITE / REMOTE_WRITE /
-//    REMOTE_READ / REMOTE_ATOMIC, 24-bit destination QPN, a GRH on the AV).
-//    PSNs wider than 24 bits are masked, as the kernel does, not refused.
+//  - each attribute in the mask must be in range where the kernel or
+//    rdma_rxe checks it (port 1, P_Key index and GID index in the tables,
+//    path MTU 256..4096 and at most the active MTU, timeout <= 31,
+//    rd_atomic depths within the device's, access flags among LOCAL_WRITE /
+//    REMOTE_WRITE / REMOTE_READ / REMOTE_ATOMIC, a GRH on the AV).
+//    Values wider than their field are masked by apply_modify, as the
+//    kernel and hardware take them, not refused: PSNs and the destination
+//    QPN (24 bits), retry counts (3), min RNR timer (5), and the AV's flow
+//    label and SL (address_values.h); static_rate is not checked.
 //    ALT_PATH is refused: RoCE has no automatic path migration.
 [[nodiscard]] ModifyCheck check_modify(QpType type, QpState current, std::uint32_t attr_mask, const QpAttr& attr,
                                        const PortLimits& limits);
@@ -71,7 +78,8 @@ struct ModifyCheck {
                                        const PortLimits& limits);
 
 // Records an accepted modify: state and cur_state become `next`, and every
-// attribute named in `mask` is copied from `attr` (PSNs masked to 24 bits),
+// attribute named in `mask` is copied from `attr` (wide values masked, the
+// AV as the kernel takes it: as_kernel_takes in address_values.h),
 // so ibv_query_qp returns what was set. Entering SQD from RTS sets
 // sq_draining; the engine clears it when the send queue has drained. Leaving
 // SQD clears it. Call only after check_modify accepted the same arguments.

@@ -107,20 +107,18 @@ inline constexpr std::uint32_t kQpnMask = 0xFFFFFF;
 inline constexpr std::uint32_t kPsnMask = 0xFFFFFF;
 // The GRH flow label is 20 bits (IBA 8.3, as in the IPv6 header of RFC 8200).
 inline constexpr std::uint32_t kFlowLabelMask = 0xFFFFF;
-// Local ACK timeout and minimum RNR NAK timer are 5-bit codes, retry and RNR
-// retry counts 3-bit ones (7 = infinite RNR retry), as ibv_modify_qp(3) says.
+// The local ACK timeout is a 5-bit code; rdma_rxe (rxe_qp_chk_attr) and
+// hardware refuse a larger one. The minimum RNR NAK timer is a 5-bit code and
+// the retry and RNR retry counts 3-bit ones (7 = infinite RNR retry), as
+// ibv_modify_qp(3) says; the kernel passes wider values through and rdma_rxe
+// accepts them, so uroce keeps their low bits as hardware does (mlx5 writes
+// them into fields of these widths) instead of refusing them.
 inline constexpr std::uint8_t kMaxTimeout = 31;
-inline constexpr std::uint8_t kMaxMinRnrTimer = 31;
-inline constexpr std::uint8_t kMaxRetryCnt = 7;
-inline constexpr std::uint8_t kMaxRnrRetry = 7;
-// The service level is a 4-bit field.
-inline constexpr std::uint8_t kMaxSl = 15;
+inline constexpr std::uint8_t kMinRnrTimerMask = 0x1F;
+inline constexpr std::uint8_t kRetryCountMask = 0x7;
 
-// ibv_ah_attr.static_rate is an enum ibv_rate: 0 (IBV_RATE_MAX, the port's
-// current rate) or one of the codes 2..24 (2.5 to 1200 Gb/s); 1 is unused.
-inline constexpr std::uint8_t kMaxStaticRate = 24;
-[[nodiscard]] constexpr bool is_valid_static_rate(std::uint8_t rate) {
-    return rate == 0 || (rate >= 2 && rate <= kMaxStaticRate);
-}
+// ibv_ah_attr.static_rate (enum ibv_rate) is not checked: neither the
+// kernel's uverbs layer nor rdma_rxe checks it, and uroce does not pace by
+// it, so any value is accepted and kept for query.
 
 }  // namespace uroce::qp

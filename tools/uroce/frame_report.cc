@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "cm/codec.h"
+#include "cm/qp1.h"
 #include "wire/describe.h"
 
 namespace uroce::tools {
@@ -14,6 +16,50 @@ std::uint32_t as_shown(std::uint32_t icrc) { return __builtin_bswap32(icrc); }
 
 std::string hex(std::uint64_t v) { return fmt::format("0x{:x}", v); }
 
+// The MAD a UD SEND ONLY to QP1 carries, checked as a CM receiver does.
+void analyse_mad(FrameReport& r) {
+    const wire::Packet& p = r.parsed.packet;
+    if (p.opcode() != cm::kUdSendOnly || !cm::is_for_qp1(p)) {
+        return;
+    }
+    const cm::MadParseResult m = cm::parse_mad(p.payload());
+    r.cm_status = m.status;
+    if (m.ok()) {
+        r.cm = cm::summarize(m.mad);
+    }
+}
+
+nlohmann::ordered_json cm_json(const FrameReport& r) {
+    nlohmann::ordered_json j;
+    j["status"] = cm::cm_parse_status_info(*r.cm_status).name;
+    if (!r.cm) {
+        return j;
+    }
+    const cm::MadSummary& s = *r.cm;
+    j["message"] = s.message;
+    j["tid"] = fmt::format("0x{:016x}", s.tid);
+    j["local_comm_id"] = s.local_comm_id;
+    if (s.remote_comm_id) {
+        j["remote_comm_id"] = *s.remote_comm_id;
+    }
+    if (s.service_id) {
+        j["service_id"] = fmt::format("0x{:016x}", *s.service_id);
+    }
+    if (s.qpn) {
+        j["qpn"] = *s.qpn;
+    }
+    if (s.starting_psn) {
+        j["starting_psn"] = *s.starting_psn;
+    }
+    if (s.reject_reason) {
+        j["reject_reason"] = *s.reject_reason;
+    }
+    if (s.sidr_status) {
+        j["sidr_status"] = *s.sidr_status;
+    }
+    return j;
+}
+
 }  // namespace
 
 FrameReport analyse_frame(std::size_t index, std::span<const std::uint8_t> frame) {
@@ -25,6 +71,7 @@ FrameReport analyse_frame(std::size_t index, std::span<const std::uint8_t> frame
         r.icrc_carried = as_shown(r.parsed.packet.icrc_carried());
         r.icrc_expected = as_shown(r.parsed.packet.icrc_expected());
         r.icrc_ok = r.icrc_carried == r.icrc_expected;
+        analyse_mad(r);
     } else if (wire::reached_roce(r.parsed.status)) {
         r.cls = FrameClass::Dropped;
     } else {
@@ -49,6 +96,11 @@ std::string report_text(const FrameReport& r) {
     }
     s += wire::describe_transport(p);
     s += fmt::format(" payload={}", p.payload().size());
+    if (r.cm) {
+        s += " " + cm::describe(*r.cm);
+    } else if (r.cm_status) {
+        s += fmt::format(" mad={}", cm::cm_parse_status_info(*r.cm_status).name);
+    }
     if (r.icrc_ok) {
         s += " icrc=ok";
     } else {
@@ -119,6 +171,9 @@ nlohmann::ordered_json report_json(const FrameReport& r) {
         j["ieth"] = {{"rkey", h->rkey.get()}};
     }
     j["payload_length"] = p.payload().size();
+    if (r.cm_status) {
+        j["cm"] = cm_json(r);
+    }
     j["icrc"] = {{"ok", r.icrc_ok}, {"carried", fmt::format("0x{:08x}", r.icrc_carried)},
                  {"expected", fmt::format("0x{:08x}", r.icrc_expected)}};
     return j;

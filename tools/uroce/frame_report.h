@@ -5,11 +5,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "cm/describe.h"
+#include "cm/parse_status.h"
 #include "wire/parse.h"
 
 namespace uroce::tools {
@@ -23,6 +26,10 @@ struct FrameReport {
     bool icrc_ok = false;                 // Roce only
     std::uint32_t icrc_carried = 0;       // as tshark shows it
     std::uint32_t icrc_expected = 0;
+    // A UD SEND ONLY to QP1 carries a MAD: whether it is a well-formed CM
+    // MAD, and its main fields when it is.
+    std::optional<cm::CmParseStatus> cm_status;
+    std::optional<cm::MadSummary> cm;
 };
 
 [[nodiscard]] FrameReport analyse_frame(std::size_t index, std::span<const std::uint8_t> frame);

@@ -38,6 +38,11 @@ constexpr std::uint32_t kAtomicHca = 1;            // IBV_ATOMIC_HCA
 constexpr std::uint32_t kPortIpBasedGids = 1u << 26;  // IBV_PORT_IP_BASED_GIDS
 // IBV_DEVICE_RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | MEM_WINDOW.
 constexpr std::uint32_t kDeviceCapFlags = (1u << 12) | (1u << 11) | (1u << 10) | (1u << 17);
+// ibv_device_attr.vendor_id is the vendor's IEEE OUI (24 bits). 0x75726F is
+// "uro" in ASCII; its first octet has the I/G (group) bit set, so it is no
+// OUI or CID the IEEE can assign: no vendor's device reports it. rdma_rxe
+// uses 0xFFFFFF, siw 0x626D74 (docs/provider.md).
+constexpr std::uint32_t kVendorId = 0x75726F;
 // File descriptors one request may carry: HELLO's two process files
 // (abi/control.h); every other request at most one.
 constexpr std::size_t kMaxFdsHello = 2;
@@ -499,7 +504,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             a.max_mr = lim.max_mr;
             a.max_mw = lim.max_mw;
             a.max_pd = device_.pds().max_pd();
-            a.vendor_id = 0;
+            a.vendor_id = kVendorId;
             a.vendor_part_id = 0;
             a.hw_ver = 1;
             const auto& ql = device_.queues().limits();

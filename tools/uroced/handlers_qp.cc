@@ -201,6 +201,11 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
                 }
             }
             const int err = q.modify_qp(owner, req.qpn, req.attr_mask, attr_from_wire(req.attr), reason);
+            if (err != 0) {
+                // The application sees only EINVAL: say here which rule refused it.
+                log_warn("client {}: modify of QP {:#x} (attr_mask {:#x}) refused: {}", owner, req.qpn,
+                         req.attr_mask, reason != nullptr ? reason : std::strerror(err));
+            }
             if (err == 0 && datapath_ != nullptr) {
                 if (const auto now = q.query_qp(owner, req.qpn)) {
                     datapath_->on_modify_qp(req.qpn, *now, req.attr_mask);

@@ -15,6 +15,7 @@
 #include "control_server.h"
 #include "device/ring_memory.h"
 #include "log.h"
+#include "qp/address_values.h"
 #include "messages.h"
 
 namespace uroce::daemon {
@@ -259,11 +260,14 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             if (const int err = quota_.admit(owner, Charge{}); err != 0) {
                 return status_only(out, h, err);
             }
-            const device::Created a = q.create_ah(owner, req.pd, ah_from_wire(req.attr));
+            // The engine sends with the AH as the kernel takes it (hop limit
+            // of the route, masked flow label and SL), as create_ah keeps it.
+            const qp::AhAttr ah = qp::as_kernel_takes(ah_from_wire(req.attr));
+            const device::Created a = q.create_ah(owner, req.pd, ah);
             if (a.error == 0) {
                 quota_.add(ObjectKind::Ah, a.handle, owner, Charge{});
                 if (datapath_ != nullptr) {
-                    datapath_->on_ah(a.handle, ah_from_wire(req.attr));
+                    datapath_->on_ah(a.handle, ah);
                 }
             }
             uroce_ctrl_handle r{};

@@ -37,6 +37,14 @@ bool only_entry(const fs::path& dir, const std::string& name) {
     return !ec;
 }
 
+// The type file of an unused GID slot. A kernel device fails the read with
+// EINVAL there, which libibverbs' sysfs fallback (the GID queries of a
+// device without the uverbs ioctl) takes as "IB/RoCE v1"; the all-zero GID
+// then makes ibv_query_gid_ex ENODATA and ibv_query_gid_table skip the slot.
+// A plain file cannot fail a read, so it says what the kernel's error means
+// to libibverbs; an empty file made every one of those queries EINVAL.
+constexpr const char* kUnusedSlotType = "IB/RoCE v1";
+
 }  // namespace
 
 SysfsTree::SysfsTree(fs::path root, const SysfsDevice& dev) : root_(std::move(root)), name_(dev.name) {
@@ -65,8 +73,8 @@ SysfsTree::SysfsTree(fs::path root, const SysfsDevice& dev) : root_(std::move(ro
     for (std::size_t i = 0; i < device::kGidTableLength; ++i) {
         const bool used = i < dev.gids.size();
         write_file(port / "gids" / std::to_string(i), device::sysfs_gid_text(used ? dev.gids[i].gid : wire::Gid{}));
-        write_file(port / "gid_attrs/types" / std::to_string(i),
-                   used ? device::sysfs_gid_type_text(dev.gids[i].type) : "");
+        write_file(port / "gid_attrs/types" / std::to_string(i), used ? device::sysfs_gid_type_text(dev.gids[i].type)
+                                                                       : std::string(kUnusedSlotType));
     }
 }
 

@@ -129,6 +129,9 @@ class TreeTests(unittest.TestCase):
         self.assertEqual(types[2], "RoCE v2")
         self.assertEqual(gids[3], "2001:0db8:0000:0000:0000:0000:0000:0007")
         self.assertEqual(gids[4:], ["0000:0000:0000:0000:0000:0000:0000:0000"] * 12)
+        # Unused slots read as libibverbs takes a kernel device's EINVAL there,
+        # so the zero GID makes ibv_query_gid_ex ENODATA (sysfs_tree.cc).
+        self.assertEqual(types[4:], ["IB/RoCE v1"] * 12)
         # The MAC-derived interface identifier is the modified EUI-64 of the port's MAC.
         r = subprocess.run([UROCE, "status", "--state-dir", self.d.state], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -130,7 +130,7 @@ class WithDaemon(unittest.TestCase):
         out = r.stdout
         for pattern in [r"hca_id:\s*uroce0", r"transport:\s*InfiniBand \(0\)", r"fw_ver:\s*uroce 0\.1\.0",
                         r"state:\s*PORT_ACTIVE \(4\)", r"active_mtu:\s*1024 \(3\)", r"link_layer:\s*Ethernet",
-                        r"atomic_cap:\s*ATOMIC_HCA \(1\)", r"max_qp_rd_atom:\s*16", r"num_comp_vectors:\s*1"]:
+                        r"atomic_cap:\s*ATOMIC_HCA \(1\)", r"max_qp_rd_atom:\s*128", r"vendor_id:\s*0x75726f", r"num_comp_vectors:\s*1"]:
             self.assertRegex(out, pattern)
         gids = re.findall(r"GID\[\s*(\d+)\]:\s*(\S+?), (.+)$", out, re.M)
         self.assertEqual([(i, t) for i, _g, t in gids], [("0", "RoCE v1"), ("1", "RoCE v2"), ("2", "RoCE v2")])
@@ -296,6 +296,19 @@ class WithDaemon(unittest.TestCase):
         for failure in ("Couldn't get", "Failed to", "Couldn't create", "Couldn't register", "Couldn't modify",
                         "Couldn't connect", "Couldn't post receive", "Couldn't allocate"):
             self.assertNotIn(failure, client)
+
+    def test_attr_values(self):
+        r = self.d.run(os.path.join(BIN, "attr_values"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("0 failure(s)", r.stdout)
+
+    def test_refused_modify_is_logged_with_its_reason(self):
+        # attr_values asks for max_rd_atomic 129 once (RTR -> RTS): the daemon says why it refused.
+        self.d.run(os.path.join(BIN, "attr_values"))
+        self.d.log.flush()
+        with open(self.d.log.name) as f:
+            log = f.read()
+        self.assertRegex(log, r"modify of QP 0x[0-9a-f]+ \(attr_mask 0x12e01\) refused: max_rd_atomic above the device")
 
     def test_comp_channel(self):
         r = self.d.run(os.path.join(BIN, "comp_channel"))

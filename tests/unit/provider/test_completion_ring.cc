@@ -184,5 +184,36 @@ TEST(AttachCompletionRing, RefusesRingsItCannotUse) {
     EXPECT_EQ(cq.entries(), 4u);
 }
 
+TEST_F(PollCq, ResetQpLeavesNoCompletionOfItsOwnAndKeepsTheOthersInOrder) {
+    // Wrap the ring first so the kept CQEs cross its end.
+    for (std::uint64_t i = 0; i < 6; ++i) {
+        produce_id(i);
+    }
+    ibv_wc wc[8];
+    ASSERT_EQ(cq_.poll(6, wc), 6);
+    // QP 0x11 (reset) interleaved with QP 0x22 (kept).
+    const std::uint32_t qpns[] = {0x11, 0x22, 0x11, 0x11, 0x22, 0x22, 0x11};
+    for (std::uint64_t i = 0; i < 7; ++i) {
+        uroce_cqe c{};
+        c.wr_id = 100 + i;
+        c.qp_num = qpns[i];
+        produce(c);
+    }
+    EXPECT_EQ(cq_.discard_qp(0x11), 4u);
+    EXPECT_EQ(cq_.discard_qp(0x11), 0u);
+    ASSERT_EQ(cq_.poll(8, wc), 3);
+    EXPECT_EQ(wc[0].wr_id, 101u);
+    EXPECT_EQ(wc[1].wr_id, 104u);
+    EXPECT_EQ(wc[2].wr_id, 105u);
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(wc[i].qp_num, 0x22u);
+    }
+    // Every slot is the daemon's again.
+    EXPECT_EQ(rings_->header->consumer, produced_);
+    produce_id(200);
+    ASSERT_EQ(cq_.poll(8, wc), 1);
+    EXPECT_EQ(wc[0].wr_id, 200u);
+}
+
 }  // namespace
 }  // namespace uroce::provider_test

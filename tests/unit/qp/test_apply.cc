@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdint>
 
+#include "qp/address_values.h"
 #include "qp_test_util.h"
 
 namespace uroce::qp {
@@ -92,6 +93,48 @@ TEST(QpApply, RcBringUpIsReturnedByQuery) {
     EXPECT_EQ(qp.stored, want);
     EXPECT_EQ(qp.stored.ah_attr.dgid, good_ah().dgid);
     EXPECT_EQ(qp.stored.ah_attr.flow_label, 0x12345u);
+}
+
+TEST(QpApply, WideValuesAreKeptAsTheKernelTakesThem) {
+    Qp qp = make_qp(QpType::Rc);
+    QpAttr init;
+    init.state = S::Init;
+    init.port_num = 1;
+    ASSERT_EQ(qp.modify(init, kStateBit | kPkey | kPort | kAccess), 0);
+    QpAttr rtr;
+    rtr.state = S::Rtr;
+    rtr.ah_attr = good_ah();
+    rtr.ah_attr.flow_label = 0xFFFFFFFF;  // what UCX sets
+    rtr.ah_attr.sl = 0x13;
+    rtr.ah_attr.hop_limit = 1;  // ibv_rc_pingpong's
+    rtr.path_mtu = Mtu::Mtu1024;
+    rtr.dest_qp_num = 0xAB000123;
+    rtr.min_rnr_timer = 0x3F;
+    ASSERT_EQ(qp.modify(rtr, kStateBit | kAv | kMtu | kDestQpn | kRqPsn | kDestRdAtomic | kMinRnr), 0);
+    EXPECT_EQ(qp.stored.ah_attr.flow_label, 0xFFFFFu);
+    EXPECT_EQ(qp.stored.ah_attr.sl, 0x3);
+    // A unicast path gets the route's hop limit, as the kernel resolves it.
+    EXPECT_EQ(qp.stored.ah_attr.hop_limit, kRouteHopLimit);
+    EXPECT_EQ(qp.stored.dest_qp_num, 0x000123u);
+    EXPECT_EQ(qp.stored.min_rnr_timer, 0x1F);
+    QpAttr rts;
+    rts.state = S::Rts;
+    rts.retry_cnt = 0x0F;
+    rts.rnr_retry = 0xFF;
+    ASSERT_EQ(qp.modify(rts, kStateBit | kTimeout | kRetry | kRnrRetry | kSqPsn | kRdAtomic), 0);
+    EXPECT_EQ(qp.stored.retry_cnt, 7);
+    EXPECT_EQ(qp.stored.rnr_retry, 7);
+}
+
+TEST(QpApply, MulticastPathKeepsItsHopLimit) {
+    AhAttr ah = good_ah();
+    ah.hop_limit = 3;
+    ah.dgid = {0xFF, 0x0E, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    EXPECT_EQ(as_kernel_takes(ah).hop_limit, 3);
+    ah.dgid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 239, 1, 2, 3};
+    EXPECT_EQ(as_kernel_takes(ah).hop_limit, 3);
+    ah.dgid = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 10, 1, 2, 3};
+    EXPECT_EQ(as_kernel_takes(ah).hop_limit, kRouteHopLimit);
 }
 
 TEST(QpApply, UdBringUpKeepsQkeyAndSqPsn) {

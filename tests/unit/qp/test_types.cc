@@ -93,16 +93,6 @@ TEST(QpTypes, QpAccessFlagsAreIbvAccessFlags) {
     EXPECT_EQ(QpAccess::kAllowed, 0xFu);
 }
 
-TEST(QpTypes, StaticRates) {
-    EXPECT_TRUE(is_valid_static_rate(0));
-    EXPECT_FALSE(is_valid_static_rate(1));
-    for (std::uint8_t r = 2; r <= 24; ++r) {
-        EXPECT_TRUE(is_valid_static_rate(r)) << int{r};
-    }
-    EXPECT_FALSE(is_valid_static_rate(25));
-    EXPECT_FALSE(is_valid_static_rate(255));
-}
-
 #ifdef UROCE_HAVE_VERBS_H
 // The installed verbs.h, value by value.
 static_assert(num(QpType::Rc) == IBV_QPT_RC);
@@ -150,7 +140,6 @@ static_assert(QpAccess::kLocalWrite == IBV_ACCESS_LOCAL_WRITE);
 static_assert(QpAccess::kRemoteWrite == IBV_ACCESS_REMOTE_WRITE);
 static_assert(QpAccess::kRemoteRead == IBV_ACCESS_REMOTE_READ);
 static_assert(QpAccess::kRemoteAtomic == IBV_ACCESS_REMOTE_ATOMIC);
-static_assert(kMaxStaticRate == IBV_RATE_1200_GBPS);
 
 TEST(QpTypes, CheckedAgainstInstalledVerbsH) { SUCCEED(); }
 #endif
