@@ -35,8 +35,9 @@ class WirePair:
     """A server in the first namespace, a client in the second, retried
     while refused; both stopped by PID whatever happens."""
 
-    def __init__(self, topo, server_argv, client_argv):
+    def __init__(self, topo, server_argv, client_argv, run_seconds=None):
         self.topo = topo
+        self.run_seconds = run_seconds or RUN_SECONDS
         self.server_log = tempfile.TemporaryFile(mode="w+")
         self.server = subprocess.Popen(topo.server.daemon.exec_argv(*server_argv), stdout=self.server_log,
                                        stderr=subprocess.STDOUT, text=True)
@@ -47,16 +48,16 @@ class WirePair:
         while True:
             try:
                 c = subprocess.run(self.topo.client.daemon.exec_argv(*self.client_argv), capture_output=True,
-                                   text=True, timeout=RUN_SECONDS)
+                                   text=True, timeout=self.run_seconds)
                 crc, cout = c.returncode, c.stdout + c.stderr
             except subprocess.TimeoutExpired as e:
-                crc, cout = -9, f"client timed out after {RUN_SECONDS} s\n" + (e.stdout or b"").decode(errors="replace")
+                crc, cout = -9, f"client timed out after {self.run_seconds} s\n" + str(e.stdout or "") + str(e.stderr or "")
             rejected = any(s in cout for s in REJECTED_SIGNS)
             if crc == 0 or not rejected or time.monotonic() > deadline or self.server.poll() is not None:
                 break
             time.sleep(0.05)
         try:
-            self.server.wait(timeout=RUN_SECONDS)
+            self.server.wait(timeout=self.run_seconds)
         except subprocess.TimeoutExpired:
             self.server.kill()
             self.server.wait()
@@ -74,10 +75,15 @@ class RdmaCmOverTheWire(unittest.TestCase):
     topo = None
     uroce = None
 
-    def pair(self, server_argv, client_argv):
-        p = WirePair(self.topo, server_argv, client_argv)
-        self.addCleanup(p.close)
-        crc, cout, src, sout = p.run()
+    def pair(self, server_argv, client_argv, run_seconds=None, attempts=1):
+        for attempt in range(attempts):
+            p = WirePair(self.topo, server_argv, client_argv, run_seconds)
+            self.addCleanup(p.close)
+            crc, cout, src, sout = p.run()
+            if crc != -9:
+                break
+            p.close()
+            print(f"{client_argv[0]}: attempt {attempt + 1} hung, killed", file=sys.stderr)
         why = f"client:\n{harness.tail(cout)}\nserver:\n{harness.tail(sout)}\n{self.topo.daemon_logs()}"
         self.assertEqual(crc, 0, why)
         self.assertEqual(src, 0, why)
@@ -114,7 +120,13 @@ class RdmaCmOverTheWire(unittest.TestCase):
             with self.subTest(tool=tool):
                 server = [tool, "-R", "-d", self.topo.server.device, "-n", "1000", "-p", "18515"]
                 client = [tool, "-R", "-d", self.topo.client.device, "-n", "1000", "-p", "18515", self.server_ip()]
-                cout, _ = self.pair(server, client)
+                # perftest's client makes two connections; its server stops
+                # listening between them, and a REQ that comes then is
+                # refused (REJ 8). The client retries and connects, but the
+                # two programs then wait for each other (the client's sends
+                # meet no receive: RNR NAKs). A race of the tools, seen on
+                # about one run in five here: a hung pair is run again.
+                cout, _ = self.pair(server, client, run_seconds=10, attempts=3)
                 self.assertIn("#bytes", cout)
 
     def test_connect_to_nobody_is_rejected_quickly(self):
@@ -136,44 +148,32 @@ class RdmaCmOverTheWire(unittest.TestCase):
         self.assertLess(time.monotonic() - start, REJECT_SECONDS, out)
 
     def test_capture_holds_the_cm_exchange(self):
-        ns, iface = self.topo.net.ns[1], self.topo.net.ifname[1]
+        # A port's own frames are not seen by a capture on its interface
+        # (the af_packet port bypasses the qdisc): each namespace's capture
+        # holds what its peer sent. The client sends REQ, RTU, DREQ (rping's
+        # client disconnects first); the server REP and DREP.
+        server_ns, client_ns = self.topo.net.ns
+        server_if, client_if = self.topo.net.ifname
         with tempfile.TemporaryDirectory() as tmp:
-            pcap = os.path.join(tmp, "cm.pcap")
-            err = open(os.path.join(tmp, "tshark.err"), "w+")
-            tshark = subprocess.Popen(["ip", "netns", "exec", ns, "tshark", "-q", "-n", "-i", iface, "-F", "pcap",
-                                       "-w", pcap, "-f", "udp dst port 4791"], stdout=subprocess.DEVNULL, stderr=err,
-                                      stdin=subprocess.DEVNULL)
+            captures = {"server": Capture(server_ns, server_if, tmp), "client": Capture(client_ns, client_if, tmp)}
             try:
-                self.wait_capturing(tshark, err)
+                for c in captures.values():
+                    c.wait_capturing()
                 self.rping(7180, count=5, size=64)
-                messages = self.wait_for_messages(pcap, {"REQ", "REP", "RTU", "DREQ", "DREP"})
+                from_client = self.wait_for_messages(captures["server"].pcap, "DREQ")
+                from_server = self.wait_for_messages(captures["client"].pcap, "DREP")
             finally:
-                if tshark.poll() is None:
-                    tshark.terminate()
-                    tshark.wait(timeout=30)
-                err.close()
-        for name in ("REQ", "REP", "RTU", "DREQ", "DREP"):
-            self.assertIn(name, messages, messages)
-        order = [m for m in messages if m in ("REQ", "REP", "RTU")]
-        self.assertEqual(order[:3], ["REQ", "REP", "RTU"], messages)
+                for c in captures.values():
+                    c.stop()
+        # Attempts made before the server listened were each refused (REJ 8).
+        refused = from_server.count("REJ")
+        self.assertEqual(from_client, ["REQ"] * refused + ["REQ", "RTU", "DREQ"])
+        self.assertEqual(from_server, ["REJ"] * refused + ["REP", "DREP"])
 
-    @staticmethod
-    def wait_capturing(tshark, err):
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            err.seek(0)
-            if "Capturing on" in err.read():
-                time.sleep(0.5)  # the filter goes in just after the message
-                return
-            if tshark.poll() is not None:
-                break
-            time.sleep(0.05)
-        err.seek(0)
-        raise AssertionError(f"tshark did not start capturing: {err.read()}")
-
-    def wait_for_messages(self, pcap, wanted, seconds=10):
-        """The CM messages `uroce decode` reads in the capture, once every
-        wanted one is there (tshark writes a little after the fact)."""
+    def wait_for_messages(self, pcap, last, seconds=10):
+        """The CM messages `uroce decode` reads in the capture (each well
+        formed, every ICRC good), once message `last` is among them (tshark
+        writes a little after the fact)."""
         deadline = time.monotonic() + seconds
         messages = []
         while time.monotonic() < deadline:
@@ -182,12 +182,45 @@ class RdmaCmOverTheWire(unittest.TestCase):
                 lines = [json.loads(line) for line in r.stdout.splitlines() if line.strip()]
                 frames, totals = lines[:-1], lines[-1] if lines else {}
                 messages = [f["cm"]["message"] for f in frames if "cm" in f and f["cm"].get("status") == "ok"]
-                if wanted <= set(messages):
+                if last in messages:
                     self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
                     self.assertEqual(totals.get("icrc_ok"), totals.get("roce"), totals)
                     return messages
             time.sleep(0.1)
         return messages
+
+
+class Capture:
+    """tshark writing the RoCE v2 frames that reach `iface` in `ns` to a pcap."""
+
+    def __init__(self, ns, iface, directory):
+        self.pcap = os.path.join(directory, f"{ns}.pcap")
+        self.err = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(["ip", "netns", "exec", ns, "tshark", "-q", "-n", "-i", iface, "-F", "pcap",
+                                      "-w", self.pcap, "-f", "udp dst port 4791"], stdout=subprocess.DEVNULL,
+                                     stderr=self.err, stdin=subprocess.DEVNULL)
+
+    def wait_capturing(self):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            self.err.seek(0)
+            if "Capturing on" in self.err.read():
+                # The file exists once libpcap opened it: the filter is in.
+                if os.path.exists(self.pcap):
+                    return
+            time.sleep(0.05)
+        self.err.seek(0)
+        raise AssertionError(f"tshark did not start capturing: {self.err.read()}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.err.close()
 
 
 def main():
