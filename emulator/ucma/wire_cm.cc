@@ -194,6 +194,12 @@ void WireConnectionManager::send_frame(std::span<const std::uint8_t> frame) {
 // ---- ids and comm IDs ------------------------------------------------------
 
 void WireConnectionManager::bind(ConnectionId id, cm::CommId comm) {
+    // Handles are reused at once (lowest free): a connection the id still
+    // named is finished by the CM alone, and its events no longer reach the id.
+    if (const auto old = comm_of(id); old && *old != comm) {
+        id_by_comm_.erase(*old);
+        cm_->destroy(*old);
+    }
     comm_by_id_[id] = comm;
     id_by_comm_[comm] = id;
 }
