@@ -26,6 +26,13 @@ bool ConnectionManager::listen(std::uint64_t service_id, std::uint64_t listener_
 
 void ConnectionManager::stop_listening(std::uint64_t service_id) { listeners_.erase(service_id); }
 
+std::optional<std::uint64_t> ConnectionManager::listener_for(std::uint64_t service_id) const {
+    if (const auto it = listeners_.find(service_id); it != listeners_.end()) {
+        return it->second;
+    }
+    return any_service_;
+}
+
 // ---- lookups ---------------------------------------------------------------
 
 ConnectionManager::Connection* ConnectionManager::find(CommId id) {
@@ -555,8 +562,8 @@ void ConnectionManager::on_req(const PeerAddress& from, const MadHeader& h, cons
         }
         return;
     }
-    const auto listener = listeners_.find(m.service_id);
-    if (listener == listeners_.end()) {
+    const auto listener = listener_for(m.service_id);
+    if (!listener) {
         ++counters_.no_listener;
         issue_rej(from, h, m.local_comm_id, RejReason::InvalidServiceId, MsgRef::Req);
         return;
@@ -568,7 +575,7 @@ void ConnectionManager::on_req(const PeerAddress& from, const MadHeader& h, cons
     }
     Connection& c = create(*id);
     c.peer = from;
-    c.listener_context = listener->second;
+    c.listener_context = *listener;
     c.service_id = m.service_id;
     c.remote_id = m.local_comm_id;
     c.remote_ca_guid = m.local_ca_guid;
@@ -784,8 +791,8 @@ void ConnectionManager::on_sidr_req(const PeerAddress& from, const MadHeader& h,
         ++counters_.duplicates;
         return;
     }
-    const auto listener = listeners_.find(m.service_id);
-    const auto id = listener == listeners_.end() ? std::nullopt : ids_.allocate();
+    const auto listener = listener_for(m.service_id);
+    const auto id = !listener ? std::nullopt : ids_.allocate();
     if (!id) {
         ++counters_.no_listener;
         SidrRepMsg rep;
@@ -797,7 +804,7 @@ void ConnectionManager::on_sidr_req(const PeerAddress& from, const MadHeader& h,
     }
     Connection& c = create(*id);
     c.peer = from;
-    c.listener_context = listener->second;
+    c.listener_context = *listener;
     c.service_id = m.service_id;
     c.remote_id = m.request_id;
     c.tid = h.tid;

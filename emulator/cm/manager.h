@@ -92,6 +92,10 @@ public:
     // name port space and port, service_id.h). False: already listened on.
     bool listen(std::uint64_t service_id, std::uint64_t listener_context);
     void stop_listening(std::uint64_t service_id);
+    // Every REQ and SIDR_REQ no exact listener takes goes up with `context`
+    // (the layer above knows its listeners and refuses with REJ 8 itself:
+    // the rdma_cm device, whose listeners may bind wildcard addresses).
+    void listen_to_every_service(std::uint64_t context) { any_service_ = context; }
 
     // Active side: sends REQ, REQ_SENT. The peer's REP comes as RepReceived.
     [[nodiscard]] std::optional<CommId> connect(const PeerAddress& peer, const ConnectParams& params);
@@ -199,6 +203,7 @@ private:
     void on_deadline(Connection& c);
     void retries_exhausted(Connection& c);
 
+    [[nodiscard]] std::optional<std::uint64_t> listener_for(std::uint64_t service_id) const;
     Verdict deliver(CmEventType type, const Connection& c, std::optional<Message> message);
     Connection* find(CommId id);
     const Connection* find(CommId id) const;
@@ -214,6 +219,7 @@ private:
     CommIdAllocator ids_;
     std::unordered_map<CommId, Connection> conns_;
     std::map<std::uint64_t, std::uint64_t> listeners_;  // service ID -> context
+    std::optional<std::uint64_t> any_service_;          // listen_to_every_service
     std::map<RemoteKey, CommId> remote_ids_;    // duplicate REQ/REP detection
     std::map<RemoteKey, CommId> remote_qpns_;   // stale connection detection
     std::map<SidrKey, CommId> remote_sidr_;     // duplicate SIDR_REQ detection

@@ -89,14 +89,10 @@ std::size_t request_size(std::uint16_t op) {
 ControlServer::ControlServer(std::string socket_path, device::Device& device)
     : path_(std::move(socket_path)),
       device_(device),
-      connection_manager_([&device](const wire::Gid& gid) {
-          for (const auto& e : device.gids()) {
-              if (e.gid == gid && gid != wire::Gid{}) {
-                  return true;
-              }
-          }
-          return false;
-      }),
+      loopback_cm_([this](const wire::Gid& gid) { return is_own_gid(gid); }),
+      wire_cm_(device.node_guid()),
+      connection_manager_(loopback_cm_, wire_cm_,
+                          [this](const wire::Gid& gid) { return port_has_wire_ && !is_own_gid(gid); }),
       ucma_(ucma_view(), connection_manager_) {
     sockaddr_un addr{};
     if (path_.size() >= sizeof(addr.sun_path)) {
@@ -259,8 +255,19 @@ int ControlServer::take_client_process(std::uint32_t client) {
     return 0;
 }
 
+bool ControlServer::is_own_gid(const wire::Gid& gid) const {
+    for (const auto& e : device_.gids()) {
+        if (e.gid == gid && gid != wire::Gid{}) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void ControlServer::attach(Datapath& datapath) {
     datapath_ = &datapath;
+    port_has_wire_ = datapath.port_has_wire();
+    datapath.attach_cm(wire_cm_);
     datapath.set_async_sink([this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent event) {
         for (auto& [fd, c] : connections_) {
             if (c.client == client) {

@@ -24,6 +24,8 @@
 #include "handlers_stats.h"
 #include "mr/relaxed_pool.h"
 #include "ucma/loopback_cm.h"
+#include "ucma/routing_cm.h"
+#include "ucma/wire_cm.h"
 #include "ucma/ucma_device.h"
 
 namespace uroce::daemon {
@@ -74,6 +76,8 @@ public:
 
     // The data path to tell about clients and objects (once, before serving).
     void attach(Datapath& datapath);
+    // Whether `gid` is one of the device's own (not the zero GID).
+    [[nodiscard]] bool is_own_gid(const wire::Gid& gid) const;
 
     // Per-client quotas and the device's budgets (client_quota.h; before
     // serving). Without, nothing is limited but the device's own limits.
@@ -162,9 +166,14 @@ private:
     Datapath* datapath_ = nullptr;
     int doorbell_fd_ = -1;
 
-    // The emulated rdma_cm device; connections between its own ids are
-    // made inside the daemon (ucma/loopback_cm.h) until a wire CM exists.
-    ucma::LoopbackConnectionManager connection_manager_;
+    // The emulated rdma_cm device. Connections between its own ids are
+    // made inside the daemon (ucma/loopback_cm.h); those to peers behind a
+    // port with a wire carry CM MADs on QP1 (ucma/wire_cm.h), which the
+    // datapath receives and sends (attach). docs/rdma-cm.md.
+    ucma::LoopbackConnectionManager loopback_cm_;
+    ucma::WireConnectionManager wire_cm_;
+    bool port_has_wire_ = false;  // set by attach
+    ucma::RoutingConnectionManager connection_manager_;
     ucma::UcmaDevice ucma_;
     struct CmChannel {
         ucma::ChannelId channel = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "abi/control.h"
+#include "cm/qp1.h"
 #include "log.h"
 #include "wire/parse.h"
 
@@ -76,6 +77,9 @@ bool Datapath::poll(engine::Clock::time_point now) {
         }
     }
     worked |= engine_->poll(now);
+    if (cm_ != nullptr) {
+        cm_->poll(now);  // deliveries queued for the device, retransmissions, timewait
+    }
     neighbours_.poll(now);
     port_.flush();
     // Frames the port still holds (a short transmit burst) keep the loop busy.
@@ -88,8 +92,7 @@ std::size_t Datapath::receive_burst(engine::Clock::time_point now) {
         const std::span<const std::uint8_t> frame = rx_[i].bytes;
         const wire::ParseResult r = wire::parse_frame(frame);
         if (r.ok()) {
-            ++counters_.rx_roce;
-            engine_->receive(r.packet, now);
+            deliver(frame, r.packet, now);
         } else if (wire::reached_roce(r.status)) {
             counters_.count_malformed(r.status);
         } else {
@@ -103,6 +106,62 @@ std::size_t Datapath::receive_burst(engine::Clock::time_point now) {
     return n;
 }
 
+void Datapath::deliver(std::span<const std::uint8_t> frame, const wire::Packet& packet,
+                       engine::Clock::time_point now) {
+    ++counters_.rx_roce;
+    if (!cm::is_for_qp1(packet)) {
+        engine_->receive(packet, now);
+        return;
+    }
+    if (cm_ == nullptr) {
+        ++cm_frames_.no_cm;
+        return;
+    }
+    ++cm_frames_.received;
+    const auto before = cm_->framer_counters().rx_status;
+    cm_->receive_frame(frame);
+    const auto& after = cm_->framer_counters().rx_status;
+    for (std::size_t i = 1; i < after.size(); ++i) {
+        if (after[i] != before[i] && !cm_drop_logged_[i]) {
+            cm_drop_logged_[i] = true;  // later ones are only counted (log_cm_summary)
+            log_info("CM MAD dropped: {} (first of its kind; counted from now on)", cm::kCmParseStatusInfo[i].description);
+        }
+    }
+}
+
+void Datapath::attach_cm(ucma::WireConnectionManager& cm) {
+    cm_ = &cm;
+    cm.set_port(this);
+}
+
+void Datapath::send_to(std::span<const std::uint8_t> frame, const wire::Gid& peer) {
+    std::vector<std::uint8_t> copy(frame.begin(), frame.end());
+    if (!send_ip(copy, peer, engine::Clock::now())) {
+        ++cm_frames_.tx_refused;
+    }
+}
+
+void Datapath::log_cm_summary() const {
+    if (cm_ == nullptr) {
+        return;
+    }
+    const auto& f = cm_->framer_counters();
+    const auto& c = cm_->cm_counters();
+    const auto& w = cm_->counters();
+    std::string dropped;
+    for (std::size_t i = 1; i < f.rx_status.size(); ++i) {
+        if (f.rx_status[i] != 0) {
+            dropped += fmt::format(" {}={}", cm::kCmParseStatusInfo[i].name, f.rx_status[i]);
+        }
+    }
+    log_info("cm: {} MADs in ({} well-formed), {} frames out, {} retransmits, {} duplicates, {} unmatched, "
+             "{} timeouts, {} REJ no listener, {} requests refused by the device, {} dropped, {} refused by the "
+             "port; dropped frames:{}",
+             cm_frames_.received, f.rx_status[0], f.frames_sent, c.retransmits, c.duplicates, c.unmatched,
+             c.timeouts, c.no_listener, w.requests_refused, w.requests_dropped, cm_frames_.tx_refused,
+             dropped.empty() ? " none" : dropped);
+}
+
 bool Datapath::receive_own_frames(engine::Clock::time_point now) {
     if (to_self_.empty()) {
         return false;
@@ -112,8 +171,7 @@ bool Datapath::receive_own_frames(engine::Clock::time_point now) {
     for (const std::vector<std::uint8_t>& frame : frames) {
         const wire::ParseResult r = wire::parse_frame(frame);
         if (r.ok()) {
-            ++counters_.rx_roce;
-            engine_->receive(r.packet, now);
+            deliver(frame, r.packet, now);
         } else {
             counters_.count_malformed(r.status);
         }
@@ -127,6 +185,11 @@ std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
     }
     auto a = engine_->next_deadline();
     auto b = neighbours_.next_deadline();
+    if (cm_ != nullptr) {
+        if (const auto c = cm_->next_deadline(); c && (!a || *c < *a)) {
+            a = c;
+        }
+    }
     if (!a) {
         return b;
     }

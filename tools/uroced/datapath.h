@@ -24,6 +24,7 @@
 #include "net/neighbours.h"
 #include "net/port.h"
 #include "wire/parse_status.h"
+#include "ucma/wire_cm.h"
 
 namespace uroce::daemon {
 
@@ -40,7 +41,14 @@ struct DatapathCounters {
     }
 };
 
-class Datapath final : public engine::FrameSink {
+// CM MADs (QP1 frames) the datapath handed to the wire CM, and why it did not.
+struct CmFrameCounters {
+    std::uint64_t received = 0;         // QP1 frames given to the wire CM
+    std::uint64_t no_cm = 0;            // QP1 frames dropped: no wire CM attached
+    std::uint64_t tx_refused = 0;       // CM frames the port refused (full queue; the CM resends)
+};
+
+class Datapath final : public engine::FrameSink, public ucma::WireCmPort {
 public:
     Datapath(device::Device& device, net::Port& port);
     ~Datapath() override;
@@ -52,6 +60,19 @@ public:
     // Before the daemon sleeps (rings.h doorbell protocol).
     void arm_doorbells() { engine_->arm_doorbells(); }
     [[nodiscard]] std::optional<engine::Clock::time_point> next_deadline() const;
+
+    // ---- the wire CM ----
+    // QP1 frames go to `cm`, its timers run from poll(), its frames leave
+    // through this port (resolving the peer's MAC first).
+    void attach_cm(ucma::WireConnectionManager& cm);
+    [[nodiscard]] bool port_has_wire() const { return port_.has_wire(); }
+    [[nodiscard]] const CmFrameCounters& cm_frame_counters() const { return cm_frames_; }
+    // One log line: CM MADs received, sent, dropped per reason.
+    void log_cm_summary() const;
+
+    // ucma::WireCmPort
+    [[nodiscard]] wire::MacAddr our_mac() const override { return port_.mac(); }
+    void send_to(std::span<const std::uint8_t> frame, const wire::Gid& peer) override;
 
     // ---- objects, from the control server ----
     // A new connection: its memory is unreachable until on_client_memory.
@@ -121,6 +142,8 @@ private:
     dma::ClientMemory* memory_of(std::uint32_t client);
     // One burst of received frames to the engine or the neighbour table: how many.
     std::size_t receive_burst(engine::Clock::time_point now);
+    // A parsed RoCE frame: QP1 to the wire CM, the rest to the engine.
+    void deliver(std::span<const std::uint8_t> frame, const wire::Packet& packet, engine::Clock::time_point now);
     // Gives the engine the frames it sent to our own addresses; true if any.
     bool receive_own_frames(engine::Clock::time_point now);
 
@@ -149,6 +172,9 @@ private:
     // poll, as the loopback port brings its frames back.
     std::vector<std::vector<std::uint8_t>> to_self_;
     DatapathCounters counters_;
+    ucma::WireConnectionManager* cm_ = nullptr;
+    CmFrameCounters cm_frames_;
+    std::array<bool, cm::kCmParseStatusCount> cm_drop_logged_{};  // first drop per reason is logged
 };
 
 }  // namespace uroce::daemon

@@ -157,6 +157,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
                      "{} received, {} sequence NAKs sent, {} received, {} duplicates, {} bad WQEs",
                      e.rx_packets, e.tx_packets, e.rx_dropped, e.retransmits, e.timeouts, e.rnr_naks_sent,
                      e.rnr_naks_received, e.seq_naks_sent, e.seq_naks_received, e.duplicates, e.bad_wqes);
+    datapath.log_cm_summary();
     daemon::log_info("idle: {} sleeps ({} woken by an fd), {:.3f} s asleep", i.sleeps, i.woken_by_fd,
                      static_cast<double>(i.slept_ns) / 1e9);
 }

@@ -105,6 +105,43 @@ TEST(CmConnect, NoListenerDrawsRej8) {
     EXPECT_FALSE(p.a.next_deadline().has_value());  // REQ no longer resent
 }
 
+// The rdma_cm device owns its listeners (wildcard addresses): every REQ goes
+// up with the catch-all context, an exact listener still wins, and the
+// layer above refusing answers REJ 8 from this side's manager.
+TEST(CmConnect, EveryServiceListenerTakesWhatNoExactOneDoes) {
+    CmPair p;
+    p.b.listen_to_every_service(9);
+    ASSERT_TRUE(p.b.listen(kSid, kListenerContext));
+    p.connect();
+    p.pump();
+    ASSERT_NE(p.b_ev.last(CmEventType::ReqReceived), nullptr);
+    EXPECT_EQ(p.b_ev.last(CmEventType::ReqReceived)->listener_context, kListenerContext);
+
+    CmPair q;  // (a second REQ from the same QP would be stale: a fresh pair)
+    q.b.listen_to_every_service(9);
+    ASSERT_TRUE(q.b.listen(kSid + 1, kListenerContext));
+    q.connect();
+    q.pump();
+    ASSERT_NE(q.b_ev.last(CmEventType::ReqReceived), nullptr);
+    EXPECT_EQ(q.b_ev.last(CmEventType::ReqReceived)->listener_context, 9u);
+    EXPECT_EQ(q.b.counters().no_listener, 0u);
+
+}
+
+TEST(CmConnect, EveryServiceListenerRefusedDrawsRej8) {
+    CmPair p;
+    p.b.listen_to_every_service(9);
+    p.b_ev.reply = [](const CmEvent&) { return Verdict::reject(RejReason::InvalidServiceId); };
+    const CommId refused = p.connect();
+    p.pump();
+    EXPECT_EQ(p.b_ev.count(CmEventType::ReqReceived), 1u);
+    EXPECT_EQ(p.b.connection_count(), 0u);
+    const CmEvent* rej = p.a_ev.last(CmEventType::RejReceived);
+    ASSERT_NE(rej, nullptr);
+    EXPECT_EQ(std::get<RejMsg>(*rej->message).reason, 8);
+    EXPECT_EQ(std::get<RejMsg>(*rej->message).remote_comm_id, refused);
+}
+
 TEST(CmConnect, ListenerStoppedOrOnAnotherServiceIdDoesNotMatch) {
     CmPair p;
     ASSERT_TRUE(p.b.listen(kSid + 1, 1));
