@@ -13,7 +13,7 @@
 //  - RQ/SRQ slot: the 16-byte uroce_recv_wqe and max_sge SGEs (at least one,
 //    so every slot can hold a WQE with an SGE), a multiple of 16 already;
 //  - CQ slot: UROCE_CQE_BYTES.
-// A ring is its 64-byte header followed by its slots. A QP's memfd holds its
+// A ring is its header (three 64-byte lines, abi/rings.h) followed by its slots. A QP's memfd holds its
 // SQ ring at offset 0 and, without an SRQ, its RQ ring on the next 64-byte
 // boundary.
 #pragma once
