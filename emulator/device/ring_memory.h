@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "abi/rings.h"
+#include "common/unique_fd.h"
 
 namespace uroce::device {
 
@@ -97,7 +98,7 @@ private:
 
     std::uint8_t* data_ = nullptr;
     std::size_t size_ = 0;
-    int fd_ = -1;
+    UniqueFd fd_;
 };
 
 }  // namespace uroce::device
