@@ -2,8 +2,9 @@
  * uroce direct-verbs extensions: what a uroce device offers beyond
  * <infiniband/verbs.h>. Plain C. The functions live in the provider plugin
  * liburoce-rdmav34.so, which libibverbs loads itself; a program finds them
- * there with dlsym() (see uroce_dv_load() below) rather than linking to the
- * plugin, so it still starts where no uroce device exists.
+ * there with dlsym() rather than linking to the plugin, so it still starts
+ * where no uroce device exists (ibv_relaxed_mr.h does that lookup when
+ * UROCE_RELAXED_MR_DLSYM is defined).
  *
  * Relaxed memory regions (FMR-style; docs/memory-registration.md): cheap
  * registration from a pre-allocated per-PD pool, no round trip to uroced.

@@ -5,9 +5,16 @@
  *
  * Every ring lives in a memfd the daemon creates and passes with the reply
  * that creates the object (CREATE_QP: SQ then RQ in one memfd; CREATE_SRQ;
- * CREATE_CQ). A ring is a one-cache-line header and then `entries` slots of
- * `stride` bytes; `entries` is a power of two, so slot = counter & (entries-1)
- * with free-running 32-bit counters.
+ * CREATE_CQ). A ring is a three-cache-line header and then `entries` slots
+ * of `stride` bytes; `entries` is a power of two, so slot = counter &
+ * (entries-1) with free-running 32-bit counters.
+ *
+ * Header lines: the first holds what is fixed at creation (and the daemon's
+ * rarely written error/overrun flag); the producer index has the second line
+ * to itself and the consumer index (with the other fields its writer owns)
+ * the third, so the application and the daemon, which write one each, never
+ * write the same cache line on the busy path (no false sharing). A line is
+ * UROCE_RING_LINE bytes.
  *
  * Work queues: the provider writes a WQE into slot (producer & mask), then
  * stores producer + 1 with release order. The daemon loads producer with
@@ -36,22 +43,31 @@
 #ifndef UROCE_ABI_RINGS_H
 #define UROCE_ABI_RINGS_H
 
+#include <stddef.h> /* offsetof, for the layout checks */
 #include <stdint.h>
 
-#define UROCE_RING_VERSION 3u /* 3: CQEs carry completion timestamps (timestamp_ns, wallclock_ns) */
+#define UROCE_RING_VERSION 3u /* 3: CQEs carry completion timestamps (timestamp_ns, wallclock_ns);
+                                 producer and consumer on separate cache lines */
+
+#define UROCE_RING_LINE 64u /* bytes: the x86-64 and arm64 cache line */
 
 /* Header of a work-queue ring (SQ, RQ, SRQ). */
 struct uroce_wq_ring {
+    /* line 0: fixed at creation, and one flag the daemon sets once */
     uint32_t version;
     uint32_t entries;         /* power of two */
     uint32_t stride;          /* bytes per slot, a multiple of 16 */
     uint32_t max_sge;         /* per WQE */
     uint32_t max_inline;      /* SQ: bytes of inline data a WQE may carry */
+    uint32_t error;           /* daemon: nonzero once the QP is in error (posts then still complete, flushed) */
+    uint8_t pad0[40];
+    /* line 1: the provider writes */
     uint32_t producer;        /* provider: WQEs posted */
+    uint8_t pad1[60];
+    /* line 2: the daemon writes (the provider clears doorbell_armed only when it finds it set) */
     uint32_t consumer;        /* daemon: WQEs retired */
     uint32_t doorbell_armed;  /* daemon sets; provider clears and rings */
-    uint32_t error;           /* daemon: nonzero once the QP is in error (posts then still complete, flushed) */
-    uint8_t pad[28];
+    uint8_t pad2[56];
 };
 
 /* One scatter/gather element, as struct ibv_sge. */
@@ -111,13 +127,18 @@ struct uroce_recv_wqe {
 
 /* Header of a completion-queue ring. */
 struct uroce_cq_ring {
+    /* line 0: fixed at creation, and one flag the daemon sets once */
     uint32_t version;
     uint32_t entries;         /* power of two */
+    uint32_t overrun;         /* daemon: nonzero once a CQE was lost to a full ring */
+    uint8_t pad0[52];
+    /* line 1: the daemon writes */
     uint32_t producer;        /* daemon: CQEs written */
+    uint8_t pad1[60];
+    /* line 2: the provider writes */
     uint32_t consumer;        /* provider: CQEs polled */
     uint32_t notify_request;  /* provider: (sequence << 1) | solicited_only */
-    uint32_t overrun;         /* daemon: nonzero once a CQE was lost to a full ring */
-    uint8_t pad[40];
+    uint8_t pad2[56];
 };
 
 #define UROCE_CQE_BYTES 64u
@@ -149,8 +170,16 @@ struct uroce_cqe {
 };
 
 #ifdef __cplusplus
-static_assert(sizeof(struct uroce_wq_ring) == 64, "ring header is one cache line");
-static_assert(sizeof(struct uroce_cq_ring) == 64, "ring header is one cache line");
+static_assert(sizeof(struct uroce_wq_ring) == 3 * UROCE_RING_LINE, "ring header is three cache lines");
+static_assert(offsetof(struct uroce_wq_ring, producer) == 1 * UROCE_RING_LINE, "producer on its own line");
+static_assert(offsetof(struct uroce_wq_ring, consumer) == 2 * UROCE_RING_LINE, "consumer on its own line");
+static_assert(offsetof(struct uroce_wq_ring, doorbell_armed) == 2 * UROCE_RING_LINE + 4, "armed beside consumer");
+static_assert(offsetof(struct uroce_wq_ring, error) == 20, "error on the fixed line");
+static_assert(sizeof(struct uroce_cq_ring) == 3 * UROCE_RING_LINE, "ring header is three cache lines");
+static_assert(offsetof(struct uroce_cq_ring, producer) == 1 * UROCE_RING_LINE, "producer on its own line");
+static_assert(offsetof(struct uroce_cq_ring, consumer) == 2 * UROCE_RING_LINE, "consumer on its own line");
+static_assert(offsetof(struct uroce_cq_ring, notify_request) == 2 * UROCE_RING_LINE + 4, "notify beside consumer");
+static_assert(offsetof(struct uroce_cq_ring, overrun) == 8, "overrun on the fixed line");
 static_assert(sizeof(struct uroce_sge) == 16, "sge layout");
 static_assert(sizeof(struct uroce_send_wqe) == 64, "send wqe header layout");
 static_assert(sizeof(struct uroce_recv_wqe) == 16, "recv wqe header layout");

@@ -72,14 +72,14 @@ RingMemory::~RingMemory() { reset(); }
 RingMemory::RingMemory(RingMemory&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::move(other.fd_)) {}
 
 RingMemory& RingMemory::operator=(RingMemory&& other) noexcept {
     if (this != &other) {
         reset();
         data_ = std::exchange(other.data_, nullptr);
         size_ = std::exchange(other.size_, 0);
-        fd_ = std::exchange(other.fd_, -1);
+        fd_ = std::move(other.fd_);
     }
     return *this;
 }
@@ -90,10 +90,7 @@ void RingMemory::reset() {
         data_ = nullptr;
         size_ = 0;
     }
-    if (fd_ >= 0) {
-        ::close(fd_);
-        fd_ = -1;
-    }
+    fd_.reset();
 }
 
 int RingMemory::create(const char* name, std::size_t size, RingMemory& out) {
@@ -101,38 +98,35 @@ int RingMemory::create(const char* name, std::size_t size, RingMemory& out) {
     if (size == 0) {
         return EINVAL;
     }
-    const int fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
+    UniqueFd owned(::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING));  // closed on every failure below
+    const int fd = owned.get();
+    if (!owned.valid()) {
         return errno;
     }
     // The client gets this memfd: sealed, its size is fixed for good, so no
     // ftruncate of the client's can turn the daemon's next access into a
     // SIGBUS (memfd_create(2), "File sealing").
     if (::ftruncate(fd, static_cast<off_t>(size)) != 0 || ::fcntl(fd, F_ADD_SEALS, kSizeSeals) != 0) {
-        const int err = errno;
-        ::close(fd);
-        return err;
+        return errno;
     }
     void* mem = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (mem == MAP_FAILED) {
-        const int err = errno;
-        ::close(fd);
-        return err;
+        return errno;
     }
     out.data_ = static_cast<std::uint8_t*>(mem);
     out.size_ = size;
-    out.fd_ = fd;
+    out.fd_ = std::move(owned);
     return 0;
 }
 
 int RingMemory::dup_fd() const {
-    if (fd_ < 0) {
+    if (!fd_.valid()) {
         errno = EBADF;
         return -1;
     }
-    return ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    return ::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0);
 }
 
-int RingMemory::release_fd() { return std::exchange(fd_, -1); }
+int RingMemory::release_fd() { return fd_.release(); }
 
 }  // namespace uroce::device

@@ -13,7 +13,7 @@
 //  - RQ/SRQ slot: the 16-byte uroce_recv_wqe and max_sge SGEs (at least one,
 //    so every slot can hold a WQE with an SGE), a multiple of 16 already;
 //  - CQ slot: UROCE_CQE_BYTES.
-// A ring is its 64-byte header followed by its slots. A QP's memfd holds its
+// A ring is its header (three 64-byte lines, abi/rings.h) followed by its slots. A QP's memfd holds its
 // SQ ring at offset 0 and, without an SRQ, its RQ ring on the next 64-byte
 // boundary.
 #pragma once
@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "abi/rings.h"
+#include "common/unique_fd.h"
 
 namespace uroce::device {
 
@@ -97,7 +98,7 @@ private:
 
     std::uint8_t* data_ = nullptr;
     std::size_t size_ = 0;
-    int fd_ = -1;
+    UniqueFd fd_;
 };
 
 }  // namespace uroce::device

@@ -1,7 +1,7 @@
 // Daemon-side views of the shared rings of abi/rings.h. The memory belongs to
 // a client, which may write anything into it at any time: every index read
 // from it is masked into the ring, every WQE is copied out before it is
-// looked at (wqe_fetch.h), and nothing read from it is trusted for bounds.
+// looked at (fetch_send_wqe / fetch_recv_wqe in wqe.h), and nothing read from it is trusted for bounds.
 #pragma once
 
 #include <atomic>

@@ -1,7 +1,7 @@
 // Why a memory access was refused: one reason per failed check of a local
 // SGE or a remote request, each mapped in one place to the work-completion
 // status the requester sees and, for remote requests, the NAK the responder
-// sends (IBA 9.7.5.2.4 and table 43; roce-wire notes in docs/wire.md).
+// sends (IBA 9.7.5.2.4 and table 43; the whole table is in docs/wire.md).
 #pragma once
 
 #include <array>

@@ -1,6 +1,7 @@
 // The data-path checks: one for a local SGE, one for a remote request. Each
-// runs inside the caller's EpochGuard, takes no lock, and answers with the
-// first failed check (check_status.h maps it to a completion status and a
+// runs inside the caller's EpochGuard, takes no table lock (only a stale
+// relaxed-slot access takes the pool's stats mutex, to record its report),
+// and answers with the first failed check (check_status.h maps it to a completion status and a
 // NAK). Ranges are compared as offsets so no sum can overflow.
 #include <algorithm>
 

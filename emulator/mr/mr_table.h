@@ -3,10 +3,12 @@
 // transfer passes through: a local SGE (lkey) and a remote request (rkey).
 //
 // Control-path calls (register, rereg, deregister, windows, pools) are
-// serialised by one mutex. Data-path checks take no lock: they read the
-// published descriptor under an EpochGuard, and the descriptor (with the
+// serialised by one mutex. Data-path checks take no table lock: they read
+// the published descriptor under an EpochGuard, and the descriptor (with the
 // translation it carries) stays valid until that guard ends, even if the
-// control path deregisters it meanwhile.
+// control path deregisters it meanwhile. The one exception is an access
+// through a deregistered relaxed slot: recording that stale access takes the
+// pool's stats mutex (RelaxedPool::report_stale), off the normal path.
 #pragma once
 
 #include <atomic>
@@ -167,7 +169,7 @@ public:
     // it sees is only valid during the call.
     void for_each_mr(const std::function<bool(const Descriptor&)>& visit, std::uint32_t first_index = 0) const;
 
-    // ---- data path: no locks; hold an EpochGuard on epoch() ----
+    // ---- data path: no table lock (stale relaxed accesses excepted, see top); hold an EpochGuard on epoch() ----
     // `qpn` (the QP that posted the work request) only feeds stale-access reports.
     [[nodiscard]] Translation check_local(const EpochGuard& guard, std::uint32_t lkey, std::uint32_t pd,
                                           std::uint64_t addr, std::uint64_t length, bool device_writes,

@@ -9,47 +9,25 @@
 namespace uroce::daemon {
 
 AsyncEventQueue::AsyncEventQueue(int write_fd) : fd_(write_fd) {
-    if (fd_ >= 0) {
-        const int flags = ::fcntl(fd_, F_GETFL);
+    if (fd_.valid()) {
+        const int flags = ::fcntl(fd_.get(), F_GETFL);
         if (flags >= 0) {
-            ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+            ::fcntl(fd_.get(), F_SETFL, flags | O_NONBLOCK);
         }
     }
 }
 
-AsyncEventQueue::~AsyncEventQueue() { close_fd(); }
-
-AsyncEventQueue::AsyncEventQueue(AsyncEventQueue&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
-      broken_(other.broken_),
-      backlog_(std::move(other.backlog_)),
-      dropped_(other.dropped_) {}
-
-AsyncEventQueue& AsyncEventQueue::operator=(AsyncEventQueue&& other) noexcept {
-    if (this != &other) {
-        close_fd();
-        fd_ = std::exchange(other.fd_, -1);
-        broken_ = other.broken_;
-        backlog_ = std::move(other.backlog_);
-        dropped_ = other.dropped_;
-    }
-    return *this;
-}
-
-void AsyncEventQueue::close_fd() {
-    if (fd_ >= 0) {
-        ::close(fd_);
-        fd_ = -1;
-    }
-}
+AsyncEventQueue::~AsyncEventQueue() = default;
+AsyncEventQueue::AsyncEventQueue(AsyncEventQueue&& other) noexcept = default;
+AsyncEventQueue& AsyncEventQueue::operator=(AsyncEventQueue&& other) noexcept = default;
 
 bool AsyncEventQueue::write_one(const AsyncRecord& record) {
-    if (fd_ < 0 || broken_) {
+    if (!fd_.valid() || broken_) {
         return true;  // nobody to tell: as delivered
     }
     for (;;) {
         // 16 bytes < PIPE_BUF: the write is atomic, all or nothing (pipe(7)).
-        const ssize_t n = ::write(fd_, &record, sizeof record);
+        const ssize_t n = ::write(fd_.get(), &record, sizeof record);
         if (n == static_cast<ssize_t>(sizeof record)) {
             return true;
         }

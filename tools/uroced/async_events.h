@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <deque>
 
+#include "common/unique_fd.h"
+
 namespace uroce::daemon {
 
 // What ibv_get_async_event reads (struct ib_uverbs_async_event_desc):
@@ -48,7 +50,7 @@ public:
     AsyncEventQueue(const AsyncEventQueue&) = delete;
     AsyncEventQueue& operator=(const AsyncEventQueue&) = delete;
 
-    [[nodiscard]] int fd() const { return fd_; }
+    [[nodiscard]] int fd() const { return fd_.get(); }
     Delivery push(const AsyncRecord& record);
     // Moves what the pipe takes from the backlog into it.
     void flush();
@@ -61,9 +63,8 @@ private:
     // True when the whole record went in; false when the pipe is full (or
     // gone: the client closed its end, and the record is discarded).
     bool write_one(const AsyncRecord& record);
-    void close_fd();
 
-    int fd_ = -1;
+    UniqueFd fd_;
     bool broken_ = false;  // the reader is gone: nothing will be read again
     std::deque<AsyncRecord> backlog_;
     std::uint64_t dropped_ = 0;

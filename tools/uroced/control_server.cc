@@ -17,6 +17,7 @@
 
 #include "abi/fd_passing.h"
 #include "client_process.h"
+#include "epoll_watch.h"
 #include "handlers_stats.h"
 #include "log.h"
 #include "messages.h"
@@ -123,10 +124,13 @@ ControlServer::ControlServer(std::string socket_path, device::Device& device)
         ::close(listen_fd_);
         throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(err)));
     }
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = listen_fd_;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+    if (!epoll_watch(epoll_fd_, listen_fd_, EPOLLIN, "the control socket")) {
+        const int err = errno;
+        ::close(doorbell_fd_);
+        ::close(epoll_fd_);
+        ::close(listen_fd_);
+        throw std::runtime_error(fmt::format("epoll_ctl: {}", std::strerror(err)));
+    }
 }
 
 ControlServer::~ControlServer() {
@@ -200,10 +204,10 @@ void ControlServer::accept_client() {
         const std::uint32_t client = c.client;
         connections_[fd] = std::move(c);
         pending_async_read_[fd] = pipe_fds[0];
-        epoll_event ev{};
-        ev.events = EPOLLIN | EPOLLRDHUP;
-        ev.data.fd = fd;
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+        if (!epoll_watch(epoll_fd_, fd, EPOLLIN | EPOLLRDHUP, "a client socket")) {
+            drop(fd, "cannot watch its socket", false);  // never served: let it see EOF now
+            continue;
+        }
         log_info("client {} connected (pid {}, uid {})", client, cred.pid, cred.uid);
     }
 }
@@ -211,7 +215,7 @@ void ControlServer::accept_client() {
 void ControlServer::on_process_exit(int pidfd) {
     const int fd = pidfd_connection_[pidfd];
     pidfd_connection_.erase(pidfd);
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+    epoll_unwatch(epoll_fd_, pidfd, "a client's pidfd");
     ::close(pidfd);
     auto it = connections_.find(fd);
     if (it == connections_.end()) {
@@ -320,7 +324,7 @@ void ControlServer::flush_async(int write_fd) {
             return;
         }
     }
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, write_fd, nullptr);
+    epoll_unwatch(epoll_fd_, write_fd, "an async-event pipe");
     async_backlogged_.erase(it);
 }
 
@@ -336,10 +340,10 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     } else if (!why.empty()) {
         log_info("client {}: {}", client, why);
     }
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    epoll_unwatch(epoll_fd_, fd, "a client socket");
     ::close(fd);
     if (const int afd = it->second.async_events.fd(); async_backlogged_.erase(afd) != 0) {
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, afd, nullptr);
+        epoll_unwatch(epoll_fd_, afd, "an async-event pipe");
     }
     if (it->second.async_events.dropped() != 0) {
         log_warn("client {}: {} async events were dropped", client, it->second.async_events.dropped());
@@ -349,7 +353,7 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
         pending_async_read_.erase(p);
     }
     if (const int pidfd = it->second.pidfd; pidfd >= 0) {
-        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, pidfd, nullptr);
+        epoll_unwatch(epoll_fd_, pidfd, "a client's pidfd");
         ::close(pidfd);
         pidfd_connection_.erase(pidfd);
     }

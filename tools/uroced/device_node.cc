@@ -30,31 +30,22 @@ std::string made_marker(const std::string& uverbs_name) {
 class DirectoryLock {
 public:
     DirectoryLock() : fd_(::open(kNodeDir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
-        if (fd_ >= 0) {
-            ::flock(fd_, LOCK_EX);
+        if (fd_.valid()) {
+            ::flock(fd_.get(), LOCK_EX);
         }
     }
-    ~DirectoryLock() {
-        if (fd_ >= 0) {
-            ::close(fd_);  // releases the lock
-        }
-    }
-    DirectoryLock(const DirectoryLock&) = delete;
-    DirectoryLock& operator=(const DirectoryLock&) = delete;
 
 private:
-    int fd_;
+    UniqueFd fd_;  // closing it releases the lock
 };
 
 // Whether some process holds the owner file at `path`.
 bool held_by_a_live_daemon(const fs::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) {
+    const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    if (!fd.valid()) {
         return false;
     }
-    const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    ::close(fd);
-    return held;
+    return ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
 }
 
 // Removes owner files nobody holds (their daemons died) except `own`;
@@ -122,9 +113,9 @@ DeviceNode::DeviceNode(std::string uverbs_name) : uverbs_name_(std::move(uverbs_
     const std::string owner = (kNodeDir / fmt::format("{}{}-{}{:09}", owner_prefix(uverbs_name_), ::getpid(),
                                                       now.tv_sec, now.tv_nsec))
                                   .string();
-    owner_fd_ = ::open(owner.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (owner_fd_ >= 0) {
-        ::flock(owner_fd_, LOCK_EX);
+    owner_fd_.reset(::open(owner.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (owner_fd_.valid()) {
+        ::flock(owner_fd_.get(), LOCK_EX);
         owner_path_ = owner;
     }
 
@@ -136,20 +127,18 @@ DeviceNode::DeviceNode(std::string uverbs_name) : uverbs_name_(std::move(uverbs_
         problem_ = cannot_create(uverbs_name_, errno);
         return;
     }
-    const int marker = ::open(made_marker(uverbs_name_).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (marker >= 0) {
-        ::close(marker);
-    }
+    // Only its existence counts: created and closed at once.
+    const UniqueFd marker(::open(made_marker(uverbs_name_).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
 }
 
 DeviceNode::~DeviceNode() {
-    if (owner_fd_ < 0) {
+    if (!owner_fd_.valid()) {
         return;  // not registered: nothing of ours to undo
     }
     DirectoryLock lock;
     std::error_code ec;
     fs::remove(owner_path_, ec);
-    ::close(owner_fd_);
+    owner_fd_.reset();
     bool pruned = false;
     if (prune_owners(uverbs_name_, owner_path_, pruned) == 0) {
         remove_node_we_made(uverbs_name_);

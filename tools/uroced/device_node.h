@@ -16,6 +16,8 @@
 
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace uroce::daemon {
 
 class DeviceNode {
@@ -36,7 +38,7 @@ public:
 private:
     std::string uverbs_name_;
     std::string owner_path_;  // empty: not registered (the directory is not ours to write)
-    int owner_fd_ = -1;
+    UniqueFd owner_fd_;
     std::string problem_;
     bool removed_stale_ = false;
 };

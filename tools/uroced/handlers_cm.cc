@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "control_server.h"
+#include "epoll_watch.h"
 #include "log.h"
 #include "messages.h"
 
@@ -124,7 +125,7 @@ void ControlServer::close_cm_channel(int doorbell_fd) {
     if (it == cm_channels_.end()) {
         return;
     }
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, doorbell_fd, nullptr);
+    epoll_unwatch(epoll_fd_, doorbell_fd, "an rdma_cm channel doorbell");
     const ucma::ChannelId channel = it->second.channel;
     cm_channels_.erase(it);
     quota_.remove(ObjectKind::CmChannel, channel);

@@ -7,7 +7,10 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <cstring>
 #include <system_error>
+
+#include "log.h"
 
 namespace uroce::daemon {
 
@@ -44,21 +47,25 @@ IdlePolicy::Decision IdlePolicy::after_poll(bool did_work, IdleClock::time_point
 }
 
 IdleWait::IdleWait(IdlePolicyConfig config) : policy_(config) {
-    epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-    if (epoll_fd_ < 0) {
+    epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_fd_.valid()) {
         throw std::system_error(errno, std::generic_category(), "epoll_create1");
     }
     // Best effort: without it naps are merely up to 50 us longer.
     prctl(PR_SET_TIMERSLACK, kTimerSlackNs, 0, 0, 0);
 }
 
-IdleWait::~IdleWait() { close(epoll_fd_); }
+IdleWait::~IdleWait() = default;
 
 bool IdleWait::watch(int fd) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.fd = fd;
-    return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+        log_warn("idle wait: cannot watch fd {}: {}", fd, std::strerror(errno));
+        return false;
+    }
+    return true;
 }
 
 bool IdleWait::watch_rx(int fd) {
@@ -71,7 +78,10 @@ bool IdleWait::watch_rx(int fd) {
 }
 
 void IdleWait::unwatch(int fd) {
-    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    // A descriptor closed before it was unwatched has left the set already.
+    if (epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr) != 0 && errno != EBADF && errno != ENOENT) {
+        log_warn("idle wait: cannot unwatch fd {}: {}", fd, std::strerror(errno));
+    }
     if (fd == rx_fd_) {
         have_rx_fd_ = false;
         rx_fd_ = -1;
@@ -91,11 +101,11 @@ bool IdleWait::wait(std::chrono::nanoseconds timeout) {
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
     const timespec ts{.tv_sec = static_cast<time_t>(seconds.count()),
                       .tv_nsec = static_cast<long>((timeout - seconds).count())};
-    int n = epoll_pwait2(epoll_fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr);
+    int n = epoll_pwait2(epoll_fd_.get(), events.data(), static_cast<int>(events.size()), &ts, nullptr);
     if (n < 0 && errno == ENOSYS) {
         // Kernels before 5.11: millisecond timeouts, rounded up.
         const auto ms = std::chrono::ceil<std::chrono::milliseconds>(timeout);
-        n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), static_cast<int>(ms.count()));
+        n = epoll_wait(epoll_fd_.get(), events.data(), static_cast<int>(events.size()), static_cast<int>(ms.count()));
     }
     counters_.sleeps += 1;
     counters_.slept_ns += static_cast<std::uint64_t>(

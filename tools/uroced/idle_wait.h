@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <optional>
 
+#include "common/unique_fd.h"
+
 namespace uroce::daemon {
 
 using IdleClock = std::chrono::steady_clock;
@@ -98,7 +100,7 @@ public:
 
 private:
     IdlePolicy policy_;
-    int epoll_fd_ = -1;
+    uroce::UniqueFd epoll_fd_;
     bool have_rx_fd_ = false;
     int rx_fd_ = -1;
     IdleCounters counters_;

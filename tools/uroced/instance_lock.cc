@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <utility>
 
 namespace uroce::daemon {
 
@@ -44,8 +45,10 @@ InstanceLock::InstanceLock(const std::filesystem::path& state_dir, const std::st
 }
 
 bool InstanceLock::try_once() {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) {
+    // Closed on every way out but success (which hands it to fd_).
+    UniqueFd owned(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    const int fd = owned.get();
+    if (!owned.valid()) {
         outcome_ = Outcome::Failed;
         problem_ = fmt::format("cannot open {}: {}", path_.string(), std::strerror(errno));
         return true;
@@ -59,7 +62,6 @@ bool InstanceLock::try_once() {
             outcome_ = Outcome::Failed;
             problem_ = fmt::format("cannot lock {}: {}", path_.string(), std::strerror(err));
         }
-        ::close(fd);
         return true;
     }
     // The file we hold must still be the one at the path: a holder that
@@ -68,7 +70,6 @@ bool InstanceLock::try_once() {
     struct stat named {};
     if (::fstat(fd, &held) != 0 || ::stat(path_.c_str(), &named) != 0 || held.st_ino != named.st_ino ||
         held.st_dev != named.st_dev) {
-        ::close(fd);
         return false;
     }
     found_stale_ = held.st_size > 0;  // a pid: its writer died without removing the file
@@ -76,20 +77,19 @@ bool InstanceLock::try_once() {
     if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
         outcome_ = Outcome::Failed;
         problem_ = fmt::format("cannot write {}: {}", path_.string(), std::strerror(errno));
-        ::close(fd);
         return true;
     }
-    fd_ = fd;
+    fd_ = std::move(owned);
     outcome_ = Outcome::Acquired;
     return true;
 }
 
 InstanceLock::~InstanceLock() {
-    if (fd_ >= 0) {
+    if (fd_.valid()) {
         // Unlink before unlocking, so nobody locks a file that is going away
         // (and try_once's inode check catches whoever opened it already).
         ::unlink(path_.c_str());
-        ::close(fd_);
+        fd_.reset();
     }
 }
 

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "common/unique_fd.h"
+
 namespace uroce::daemon {
 
 class InstanceLock {
@@ -45,7 +47,7 @@ private:
     bool try_once();
 
     std::filesystem::path path_;
-    int fd_ = -1;
+    UniqueFd fd_;
     Outcome outcome_ = Outcome::Failed;
     std::optional<pid_t> holder_;
     std::string problem_;

@@ -8,32 +8,33 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace uroce::daemon {
 
 namespace {
 
 struct SinkResult {
-    int fd = -1;
+    UniqueFd fd;
     int error = 0;    // errno of the step that failed
     std::string why;  // empty when the family does not exist here (nobody's problem)
 };
 
 SinkResult open_sink(int family, std::uint16_t port) {
     SinkResult r;
-    const int fd = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
+    UniqueFd owned(socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const int fd = owned.get();
+    if (!owned.valid()) {
         r.error = errno;
         if (r.error != EAFNOSUPPORT) {
             r.why = std::string("socket: ") + std::strerror(r.error);
         }
         return r;
     }
-    auto fail = [&](const char* what) {
+    auto fail = [&](const char* what) -> SinkResult {
         r.error = errno;
         r.why = std::string(what) + ": " + std::strerror(r.error);
-        close(fd);
-        return r;
+        return std::move(r);  // `owned` closes the socket
     };
     // The filter goes on before bind(), so no datagram is ever queued.
     sock_filter drop_all[] = {BPF_STMT(BPF_RET | BPF_K, 0)};
@@ -67,17 +68,17 @@ SinkResult open_sink(int family, std::uint16_t port) {
             return fail("bind");
         }
     }
-    r.fd = fd;
+    r.fd = std::move(owned);
     return r;
 }
 
 }  // namespace
 
 UdpSink::UdpSink(std::uint16_t port) {
-    const SinkResult v4 = open_sink(AF_INET, port);
-    const SinkResult v6 = open_sink(AF_INET6, port);
-    ipv4_fd_ = v4.fd;
-    ipv6_fd_ = v6.fd;
+    SinkResult v4 = open_sink(AF_INET, port);
+    SinkResult v6 = open_sink(AF_INET6, port);
+    ipv4_fd_ = std::move(v4.fd);
+    ipv6_fd_ = std::move(v6.fd);
     if (v4.why.empty() && v6.why.empty()) {
         return;
     }
@@ -99,13 +100,6 @@ std::unique_ptr<UdpSink> UdpSink::open(std::string& problem, std::uint16_t port)
     return sink;
 }
 
-UdpSink::~UdpSink() {
-    if (ipv4_fd_ >= 0) {
-        close(ipv4_fd_);
-    }
-    if (ipv6_fd_ >= 0) {
-        close(ipv6_fd_);
-    }
-}
+UdpSink::~UdpSink() = default;
 
 }  // namespace uroce::daemon

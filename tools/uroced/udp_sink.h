@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "common/unique_fd.h"
 #include "wire/headers.h"
 
 namespace uroce::daemon {
@@ -31,16 +32,16 @@ public:
     UdpSink(const UdpSink&) = delete;
     UdpSink& operator=(const UdpSink&) = delete;
 
-    [[nodiscard]] bool ipv4_open() const { return ipv4_fd_ >= 0; }
-    [[nodiscard]] bool ipv6_open() const { return ipv6_fd_ >= 0; }
+    [[nodiscard]] bool ipv4_open() const { return ipv4_fd_.valid(); }
+    [[nodiscard]] bool ipv6_open() const { return ipv6_fd_.valid(); }
     // Empty when every family available here is covered; otherwise one line
     // for the log saying what is not and why (the port already taken by a
     // kernel RDMA device such as rdma_rxe, say).
     [[nodiscard]] const std::string& warning() const { return warning_; }
 
 private:
-    int ipv4_fd_ = -1;
-    int ipv6_fd_ = -1;
+    UniqueFd ipv4_fd_;
+    UniqueFd ipv6_fd_;
     std::string warning_;
 };
 

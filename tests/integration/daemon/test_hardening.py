@@ -30,7 +30,8 @@ QPS_RESET, QPS_INIT, QPS_ERR = 0, 1, 6
 MASK_STATE, MASK_ACCESS, MASK_PKEY, MASK_PORT = 1, 8, 16, 32
 WR_SEND = 2
 SEND_WQE = struct.Struct("<QBBHIII40x")  # uroce_send_wqe: wr_id, opcode, num_sge, reserved, flags, imm, inline_len
-WQ_PRODUCER = 20  # offset of uroce_wq_ring.producer
+WQ_PRODUCER = 64  # offset of uroce_wq_ring.producer (its own cache line, abi/rings.h)
+WQ_HEADER = 3 * 64  # sizeof(uroce_wq_ring): the slots follow
 
 
 def modify_qp(client, qpn, mask, state, port=0):
@@ -121,7 +122,7 @@ class AsyncEventFlood(unittest.TestCase):
             os.close(fds[0])
             stride = struct.unpack_from("<I", m, 8)[0]
             for slot in range(2):
-                SEND_WQE.pack_into(m, 64 + slot * stride, slot, WR_SEND, 0, 0, 0, 0, 0)
+                SEND_WQE.pack_into(m, WQ_HEADER + slot * stride, slot, WR_SEND, 0, 0, 0, 0, 0)
             struct.pack_into("<I", m, WQ_PRODUCER, 2)
         os.write(doorbell, struct.pack("<Q", 1))
 

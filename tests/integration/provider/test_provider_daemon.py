@@ -417,8 +417,12 @@ class ProgramsWhenTheDaemonGoes(unittest.TestCase):
 
 
 RING_VERSION = 3  # UROCE_RING_VERSION (emulator/abi/rings.h)
-WQ_RING = struct.Struct("<9I")  # version, entries, stride, max_sge, max_inline, producer, consumer, armed, error
-CQ_RING = struct.Struct("<6I")  # version, entries, producer, consumer, notify_request, overrun
+# Ring headers (abi/rings.h): three 64-byte lines, the fixed fields, then the
+# producer alone, then the consumer and what its writer owns. Each layout is
+# (offset, format) pieces read in order into one tuple.
+RING_HEADER = 3 * 64
+WQ_RING = ((0, "<5I"), (64, "<I"), (128, "<2I"), (20, "<I"))  # version, entries, stride, max_sge, max_inline, producer, consumer, armed, error
+CQ_RING = ((0, "<2I"), (64, "<I"), (128, "<2I"), (8, "<I"))  # version, entries, producer, consumer, notify_request, overrun
 SRQ_MAX_WR = 1
 
 
@@ -426,7 +430,7 @@ def read_ring(fd, size, offset, layout):
     """The ring header's fields; a work ring's doorbell_armed (which the
     daemon sets whenever it goes idle) reads as 0."""
     with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ) as m:
-        fields = layout.unpack_from(m, offset)
+        fields = sum((struct.unpack_from(fmt, m, offset + at) for at, fmt in layout), ())
     if layout is WQ_RING:
         fields = fields[:7] + (0,) + fields[8:]
     return fields
@@ -464,7 +468,7 @@ class SharedRings(unittest.TestCase):
         status, cq, cqe, ring_bytes, fds = self.c.create_cq(100, cookie=0x1234)
         self.assertEqual(status, 0)
         self.assertEqual(cqe, 128)  # the next power of two
-        self.assertEqual(ring_bytes, 64 + 128 * 64)
+        self.assertEqual(ring_bytes, RING_HEADER + 128 * 64)
         self.assertEqual(len(self.keep(fds)), 1)
         self.assertEqual(os.fstat(fds[0]).st_size, ring_bytes)
         self.assertTrue(os.readlink(f"/proc/self/fd/{fds[0]}").startswith("/memfd:uroce-cq"))
@@ -525,10 +529,10 @@ class SharedRings(unittest.TestCase):
         # Granted: ring entries (powers of two), SGEs and inline as asked.
         self.assertEqual(qp["cap"], (8, 4, 2, 1, 40))
         # SQ slot: 64 + max(2 * 16, 48) = 112 -> 128; RQ slot: 16 + 16.
-        sq_bytes = 64 + 8 * 128
+        sq_bytes = RING_HEADER + 8 * 128
         self.assertEqual(qp["sq_offset"], 0)
         self.assertEqual(qp["rq_offset"], sq_bytes)  # already on a cache line
-        self.assertEqual(qp["ring_bytes"], sq_bytes + 64 + 4 * 32)
+        self.assertEqual(qp["ring_bytes"], sq_bytes + RING_HEADER + 4 * 32)
         self.assertEqual(os.fstat(fds[0]).st_size, qp["ring_bytes"])
         self.assertEqual(read_ring(fds[0], qp["ring_bytes"], 0, WQ_RING), (RING_VERSION, 8, 128, 2, 40, 0, 0, 0, 0))
         self.assertEqual(read_ring(fds[0], qp["ring_bytes"], qp["rq_offset"], WQ_RING),
@@ -544,14 +548,14 @@ class SharedRings(unittest.TestCase):
         self.assertEqual(status, 0)
         self.keep(fds)
         self.assertEqual((max_wr, max_sge), (128, 2))
-        self.assertEqual(ring_bytes, 64 + 128 * 48)
+        self.assertEqual(ring_bytes, RING_HEADER + 128 * 48)
         self.assertEqual(read_ring(fds[0], ring_bytes, 0, WQ_RING), (RING_VERSION, 128, 48, 2, 0, 0, 0, 0, 0))
         status, qp, fds = self.c.create_qp(self.pd, cq, cq, srq=srq, cap=(4, 4, 1, 1, 0))
         self.keep(fds)
         self.assertEqual(status, 0)
         self.assertEqual(qp["rq_offset"], 0)
         self.assertEqual(qp["cap"][1], 0)  # max_recv_wr: the SRQ's
-        self.assertEqual(qp["ring_bytes"], 64 + 4 * 128)
+        self.assertEqual(qp["ring_bytes"], RING_HEADER + 4 * 128)
         # The SRQ ring was sized at creation: max_wr grows only within it.
         def modify(max_wr):
             return self.c.call(MODIFY_SRQ, struct.pack("<6IQQ", 0, srq, max_wr, 0, 0, SRQ_MAX_WR, 0, 0))[0]

@@ -56,14 +56,14 @@ TEST(Geometry, SqAndRqCarryTheirLimits) {
     EXPECT_EQ(sq.stride, 128u);  // 64 + max(48, 48)
     EXPECT_EQ(sq.max_sge, 3u);
     EXPECT_EQ(sq.max_inline, 40u);
-    EXPECT_EQ(sq.bytes(), 64u + 128u * 128u);
+    EXPECT_EQ(sq.bytes(), 192u + 128u * 128u);  // three-line header
 
     const WqGeometry rq = rq_geometry(0, 0);
     EXPECT_EQ(rq.entries, 1u);
     EXPECT_EQ(rq.stride, 32u);
     EXPECT_EQ(rq.max_sge, 0u);
     EXPECT_EQ(rq.max_inline, 0u);
-    EXPECT_EQ(rq.bytes(), 96u);
+    EXPECT_EQ(rq.bytes(), 192u + 32u);
 }
 
 TEST(Geometry, EveryStrideHoldsItsLargestWqe) {
@@ -81,8 +81,8 @@ TEST(Geometry, EveryStrideHoldsItsLargestWqe) {
 }
 
 TEST(Geometry, CqRingAndRingOffsets) {
-    EXPECT_EQ(cq_ring_bytes(1), 128u);
-    EXPECT_EQ(cq_ring_bytes(1024), 64u + 1024u * 64u);
+    EXPECT_EQ(cq_ring_bytes(1), 192u + 64u);
+    EXPECT_EQ(cq_ring_bytes(1024), 192u + 1024u * 64u);
     EXPECT_EQ(next_ring_offset(0), 0u);
     EXPECT_EQ(next_ring_offset(1), 64u);
     EXPECT_EQ(next_ring_offset(96), 128u);

@@ -38,7 +38,7 @@ TEST(MakeRings, CqRingHeaderAndSlots) {
     EXPECT_EQ(static_cast<void*>(cq->header), cq->memory.data());
     EXPECT_EQ(cq->header->version, UROCE_RING_VERSION);
     EXPECT_EQ(cq->header->entries, 16u);
-    EXPECT_EQ(reinterpret_cast<std::uint8_t*>(cq->slots()), cq->memory.data() + 64);
+    EXPECT_EQ(reinterpret_cast<std::uint8_t*>(cq->slots()), cq->memory.data() + sizeof(uroce_cq_ring));
     EXPECT_EQ(cq->channel_fd, -1);
 }
 
@@ -58,7 +58,7 @@ TEST(MakeRings, QpHoldsSqThenRqOnACacheLine) {
     EXPECT_EQ(qp->rq.header->entries, 4u);
     EXPECT_EQ(qp->rq.header->stride, rq.stride);
     EXPECT_EQ(qp->rq.header->max_sge, 3u);
-    EXPECT_EQ(qp->sq.slots(), qp->memory.data() + 64);
+    EXPECT_EQ(qp->sq.slots(), qp->memory.data() + sizeof(uroce_wq_ring));
     // The last RQ slot ends exactly at the end of the mapping.
     EXPECT_EQ(qp->rq.slots() + std::size_t{rq.entries} * rq.stride, qp->memory.data() + qp->memory.size());
 }
