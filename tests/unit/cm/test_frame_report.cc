@@ -53,19 +53,24 @@ TEST(DecodeReport, NamesRepRtuRejAndDreq) {
     rep.remote_comm_id = 1;
     rep.local_qpn = 0x12;
     rep.starting_psn = 0x100;
-    auto r = tools::analyse_frame(1, frame_of(Mad{cm_header(1), rep}));
+    // A FrameReport reads its frame when it is printed: each frame outlives its report.
+    const auto rep_frame = frame_of(Mad{cm_header(1), rep});
+    auto r = tools::analyse_frame(1, rep_frame);
     EXPECT_NE(tools::report_text(r).find("CM REP tid=0x0000000000000001 local_comm_id=0x00000002 "
                                          "remote_comm_id=0x00000001 qpn=0x12 psn=0x100"),
               std::string::npos);
-    r = tools::analyse_frame(2, frame_of(Mad{cm_header(1), RtuMsg{1, 2, {}}}));
+    const auto rtu_frame = frame_of(Mad{cm_header(1), RtuMsg{1, 2, {}}});
+    r = tools::analyse_frame(2, rtu_frame);
     EXPECT_EQ(tools::report_json(r)["cm"]["message"], "RTU");
     EXPECT_EQ(tools::report_json(r)["cm"]["remote_comm_id"], 2);
     RejMsg rej{};
     rej.reason = 8;
-    r = tools::analyse_frame(3, frame_of(Mad{cm_header(1), rej}));
+    const auto rej_frame = frame_of(Mad{cm_header(1), rej});
+    r = tools::analyse_frame(3, rej_frame);
     EXPECT_NE(tools::report_text(r).find("CM REJ"), std::string::npos);
     EXPECT_EQ(tools::report_json(r)["cm"]["reject_reason"], 8);
-    r = tools::analyse_frame(4, frame_of(Mad{cm_header(1), DreqMsg{1, 2, 0x33, {}}}));
+    const auto dreq_frame = frame_of(Mad{cm_header(1), DreqMsg{1, 2, 0x33, {}}});
+    r = tools::analyse_frame(4, dreq_frame);
     EXPECT_EQ(tools::report_json(r)["cm"]["qpn"], 0x33);
 }
 
