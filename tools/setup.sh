@@ -19,7 +19,7 @@ packages=(
   clang libclang-rt-14-dev  # libFuzzer and the sanitizer runtimes
   tshark                    # the decoder is checked field by field against it
   sockperf                  # the kernel UDP round trip, the floor of tools/bench/roce_bench.py
-  # rdma_cm through the emulated ucma device (docs/rdma-cm.md)
+  # rdma_cm through the emulated ucma device (docs/rdmacm-device.md)
   rdmacm-utils librdmacm-dev linux-libc-dev  # rping, ucmatose, rstream...; rdma/rdma_user_cm.h
   ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
 )

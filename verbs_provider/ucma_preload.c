@@ -4,7 +4,7 @@
  *
  * Stock librdmacm opens that path, checks with fstat() that it is a
  * character device, and then only write()s commands to it (rdma_user_cm.h),
- * reading answers from the pointers inside them (docs/rdma-cm.md). Here:
+ * reading answers from the pointers inside them (docs/rdmacm-device.md). Here:
  *   open*()  of exactly that path makes an event channel: one end of an
  *            AF_UNIX SOCK_SEQPACKET socketpair, whose other end goes to
  *            uroced (CM_OPEN_CHANNEL). uroced writes one byte into it per

@@ -516,7 +516,7 @@ struct uroce_ctrl_list_mrs_reply {
 
 /*
  * rdma_cm (ops 40-59): the emulated ucma device /dev/infiniband/rdma_cm
- * (docs/rdma-cm.md). The preload library (liburoce-preload.so) turns each
+ * (docs/rdmacm-device.md). The preload library (liburoce-preload.so) turns each
  * open() of the device into CM_OPEN_CHANNEL and each write() into
  * CM_COMMAND; GET_EVENT reads one doorbell byte from the channel fd, then
  * asks CM_GET_EVENT.

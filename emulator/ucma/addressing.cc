@@ -97,7 +97,7 @@ int UcmaDevice::take_port(CmId& id, Endpoint& e) {
 int UcmaDevice::bind_endpoint(CmId& id, Endpoint e) {
     if (e.family == Family::Ib) {
         // AF_IB: the device is RoCE only. Refusing the probe makes librdmacm
-        // use the legacy command set (docs/rdma-cm.md).
+        // use the legacy command set (docs/rdmacm-device.md).
         return EAFNOSUPPORT;
     }
     if (e.family != Family::Ipv4 && e.family != Family::Ipv6) {
@@ -180,7 +180,7 @@ PathInfo UcmaDevice::path_for(const CmId& id) const {
     PathInfo p;
     p.sgid = id.source.ip;
     p.dgid = id.destination.ip;
-    // RoCE v2 flow label from the ports (docs/rdma-cm.md, "RoCE route").
+    // RoCE v2 flow label from the ports (docs/rdmacm-device.md, "RoCE route").
     p.flow_label = (static_cast<std::uint32_t>(id.source.port) * 31 + id.destination.port) & 0xFFFFF;
     p.hop_limit = kHopLimit;
     p.traffic_class = id.options.tos;

@@ -216,7 +216,7 @@ int UcmaDevice::set_option(ChannelId ch, const std::uint8_t* body, std::span<con
         return v;
     };
     if (cmd.level == RDMA_OPTION_IB) {
-        // IB_PATH (a path record from ibacm): not emulated (docs/rdma-cm.md).
+        // IB_PATH (a path record from ibacm): not emulated (docs/rdmacm-device.md).
         return cmd.optname == RDMA_OPTION_IB_PATH ? ENOSYS : ENOSYS;
     }
     if (cmd.level != RDMA_OPTION_ID) {

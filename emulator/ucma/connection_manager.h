@@ -9,7 +9,7 @@
 //       daemon: messages are handed across inside the daemon, no MADs;
 //   a wire CM (REQ/REP/RTU/DREQ/DREP/REJ/MRA as UD SENDs on QP1)  for peers
 //       behind the port, with the protocol's timers and retransmissions.
-// docs/rdma-cm.md says how the wire CM plugs in here.
+// docs/rdmacm-device.md says how the wire CM plugs in here.
 //
 // A connection is named on each side by that side's ConnectionId: the ucma
 // handle of the local id it belongs to. The manager maps it to comm IDs,

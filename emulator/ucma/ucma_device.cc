@@ -117,7 +117,7 @@ CommandResult UcmaDevice::execute(ChannelId channel, std::span<const std::uint8_
             break;
         default:
             // GET_OPTION has no handler in ucma.c; multicast joins are not
-            // emulated yet (docs/rdma-cm.md).
+            // emulated yet (docs/rdmacm-device.md).
             r.error = ENOSYS;
             break;
     }

@@ -2,7 +2,7 @@
 // rdma_cm ids of every event channel of one uroce device, driven by the
 // raw command bytes librdmacm writes (rdma/rdma_user_cm.h), answered as
 // Linux 6.1's drivers/infiniband/core/ucma.c and cma.c answer them.
-// docs/rdma-cm.md describes the behaviour; the preload library
+// docs/rdmacm-device.md describes the behaviour; the preload library
 // (verbs_provider/ucma_preload.c) carries the bytes here over the control
 // socket (abi/control.h CM_*).
 //

@@ -169,7 +169,7 @@ private:
     // The emulated rdma_cm device. Connections between its own ids are
     // made inside the daemon (ucma/loopback_cm.h); those to peers behind a
     // port with a wire carry CM MADs on QP1 (ucma/wire_cm.h), which the
-    // datapath receives and sends (attach). docs/rdma-cm.md.
+    // datapath receives and sends (attach). docs/rdmacm-device.md.
     ucma::LoopbackConnectionManager loopback_cm_;
     ucma::WireConnectionManager wire_cm_;
     bool port_has_wire_ = false;  // set by attach

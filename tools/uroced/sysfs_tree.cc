@@ -54,7 +54,7 @@ SysfsTree::SysfsTree(fs::path root, const SysfsDevice& dev) : root_(std::move(ro
     // ABI version 6 of the uverbs interface: what libibverbs 44 requires (3..6).
     write_file(root_ / "class/infiniband_verbs/abi_version", "6");
     // The ucma ABI librdmacm reads when netlink has no RDMA: 4, what the
-    // emulated /dev/infiniband/rdma_cm speaks (docs/rdma-cm.md).
+    // emulated /dev/infiniband/rdma_cm speaks (docs/rdmacm-device.md).
     write_file(root_ / "class/misc/rdma_cm/abi_version", "4");
     const fs::path uv = root_ / "class/infiniband_verbs" / uverbs_name();
     write_file(uv / "ibdev", dev.name);

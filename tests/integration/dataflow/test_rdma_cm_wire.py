@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Stock librdmacm programs between two uroced in two network namespaces,
-connected by real IB CM MADs on QP1 (the wire CM, docs/rdma-cm.md "Over the
+connected by real IB CM MADs on QP1 (the wire CM, docs/rdmacm-device.md "Over the
 wire"): rping (data verified), ucmatose (10 connections), udaddy (SIDR),
 ib_write_bw -R and ib_send_bw -R; a connect to a port nobody listens on is
 REJECTED (REJ 8 from the peer daemon) in bounded time; and a capture of one

@@ -1,6 +1,6 @@
 """The plugin exports only what applications may call (uroce_dv.h), and the
 preload library only the two verbs it replaces, its one helper, and the libc
-calls through which it emulates the rdma_cm device (docs/rdma-cm.md): nothing
+calls through which it emulates the rdma_cm device (docs/rdmacm-device.md): nothing
 of uroce's internals leaks into a program's symbol namespace.
 
 usage: check_exports.py PLUGIN PRELOAD

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Stock rdmacm-utils through the emulated rdma_cm device (docs/rdma-cm.md):
+"""Stock rdmacm-utils through the emulated rdma_cm device (docs/rdmacm-device.md):
 on one loopback uroced, unmodified rping (data verified with -V; IPv4 and
 IPv6), ucmatose
 (10 connections), udaddy (UD ids, SIDR), cmtime (100 connections, the
