@@ -19,6 +19,7 @@
 #include <new>
 
 #include "provider.h"
+#include "sanitizer.h"
 
 namespace uroce::provider {
 
@@ -157,6 +158,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
         // is a few hundred nanoseconds when nobody else wants the CPU.
         sched_yield();
     }
+    sanitizer::polled(ibcq, wc, n);
     return n;
 }
 

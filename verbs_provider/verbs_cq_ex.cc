@@ -19,6 +19,7 @@
 
 #include "extended_rules.h"
 #include "provider.h"
+#include "sanitizer.h"
 
 namespace uroce::provider {
 
@@ -119,6 +120,7 @@ int poll_one(Cq& cq, ibv_wc& wc, CompletionTime* time) {
             *time = CompletionTime{clock_ns(CLOCK_MONOTONIC), clock_ns(CLOCK_REALTIME)};
         }
     }
+    sanitizer::polled(ibcq, &wc, n);
     return n;
 }
 

@@ -15,6 +15,7 @@
 
 #include "memory_sharing.h"
 #include "provider.h"
+#include "sanitizer.h"
 
 namespace uroce::provider {
 namespace {
@@ -165,6 +166,7 @@ int rereg_mr(pabi::verbs_mr* vmr, int flags, ibv_pd* pd, void* addr, std::size_t
 }
 
 int dereg_mr(pabi::verbs_mr* vmr) {
+    sanitizer::deregistering(vmr->ibv_mr.lkey);
     // EBUSY while a memory window is bound to it (ibv_dereg_mr(3)).
     if (const int err = link_of(vmr->ibv_mr.context).call_handle(UROCE_CTRL_DEREG_MR, vmr->ibv_mr.lkey); err != 0) {
         return err;

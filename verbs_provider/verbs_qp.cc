@@ -15,6 +15,7 @@
 #include <new>
 
 #include "provider.h"
+#include "sanitizer.h"
 
 namespace uroce::provider {
 namespace {
@@ -247,6 +248,7 @@ int destroy_qp(ibv_qp* qp) {
     if (const int err = link_of(qp->context).call_handle(UROCE_CTRL_DESTROY_QP, qp->qp_num); err != 0) {
         return err;
     }
+    sanitizer::qp_destroyed(qp->qp_num);
     Qp* q = to_qp(qp);
     loss_of(qp->context).remove(q);
     ::munmap(q->rings, q->ring_bytes);
@@ -265,7 +267,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         *bad_wr = wr;
         return EIO;
     }
-    return to_qp(qp)->sq.post_send(qp->qp_type, qp->state, doorbell_of(qp->context), wr, bad_wr);
+    Qp* q = to_qp(qp);
+    const int err = q->sq.post_send(qp->qp_type, qp->state, doorbell_of(qp->context), wr, bad_wr);
+    sanitizer::posted_sends(qp, q->sq_sig_all != 0, wr, err != 0 ? *bad_wr : nullptr);
+    return err;
 }
 
 int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
@@ -280,7 +285,9 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
         *bad_wr = wr;
         return EIO;
     }
-    return to_qp(qp)->rq.post_recv(doorbell_of(qp->context), wr, bad_wr);
+    const int err = to_qp(qp)->rq.post_recv(doorbell_of(qp->context), wr, bad_wr);
+    sanitizer::posted_receives(qp, nullptr, wr, err != 0 ? *bad_wr : nullptr);
+    return err;
 }
 
 }  // namespace uroce::provider

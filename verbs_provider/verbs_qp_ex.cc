@@ -9,6 +9,7 @@
 #include "extended_rules.h"
 #include "provider.h"
 #include "qp_ex_ops.h"
+#include "sanitizer.h"
 
 namespace uroce::provider {
 
@@ -19,7 +20,12 @@ int post_batch(ibv_qp_ex* qpx, ibv_send_wr* wr) {
     if (link_of(qp->context).gone()) {
         return EIO;  // as post_send
     }
-    return reinterpret_cast<Qp*>(qp)->sq.post_send_all(qp->qp_type, qp->state, doorbell_of(qp->context), wr);
+    Qp* q = reinterpret_cast<Qp*>(qp);
+    const int err = q->sq.post_send_all(qp->qp_type, qp->state, doorbell_of(qp->context), wr);
+    if (err == 0) {
+        sanitizer::posted_sends(qp, q->sq_sig_all != 0, wr, nullptr);
+    }
+    return err;
 }
 
 ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {

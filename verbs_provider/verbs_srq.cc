@@ -8,6 +8,7 @@
 #include <new>
 
 #include "provider.h"
+#include "sanitizer.h"
 
 namespace uroce::provider {
 
@@ -93,6 +94,7 @@ int destroy_srq(ibv_srq* srq) {
     if (const int err = link_of(srq->context).call_handle(UROCE_CTRL_DESTROY_SRQ, srq->handle); err != 0) {
         return err;
     }
+    sanitizer::srq_destroyed(srq);
     Srq* s = to_srq(srq);
     loss_of(srq->context).remove(s);
     ::munmap(s->ring, s->ring_bytes);
@@ -107,7 +109,9 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
         *bad_wr = wr;
         return EIO;  // device_loss.cc
     }
-    return to_srq(srq)->rq.post_recv(doorbell_of(srq->context), wr, bad_wr);
+    const int err = to_srq(srq)->rq.post_recv(doorbell_of(srq->context), wr, bad_wr);
+    sanitizer::posted_receives(nullptr, srq, wr, err != 0 ? *bad_wr : nullptr);
+    return err;
 }
 
 }  // namespace uroce::provider

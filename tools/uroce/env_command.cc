@@ -67,10 +67,13 @@ void add_env_commands(CLI::App& app) {
 
     auto* exec = app.add_subcommand("exec", "Run a program with the uroce environment (and completion channels)");
     auto argv = std::make_shared<std::vector<std::string>>();
+    auto sanitize = std::make_shared<bool>(false);
     exec->add_option("--state-dir", *state_dir, "where uroced publishes the device")->capture_default_str();
+    exec->add_flag("--sanitize", *sanitize,
+                   "report RDMA buffer misuse the program commits (docs/sanitizer.md; UROCE_SANITIZE=1)");
     exec->add_option("command", *argv, "PROGRAM [ARGS...] (after --)")->required();
     exec->prefix_command();
-    exec->callback([state_dir, argv] {
+    exec->callback([state_dir, argv, sanitize] {
         const Exports e = exports_for(*state_dir, true);
         if (!e.problem.empty()) {
             fmt::print(stderr, "uroce exec: {}\n", e.problem);
@@ -78,6 +81,9 @@ void add_env_commands(CLI::App& app) {
         }
         for (const auto& [k, v] : e.vars) {
             ::setenv(k.c_str(), v.c_str(), 1);
+        }
+        if (*sanitize && std::getenv("UROCE_SANITIZE") == nullptr) {
+            ::setenv("UROCE_SANITIZE", "1", 1);  // UROCE_SANITIZE=abort set by the caller stays
         }
         std::vector<char*> args;
         for (auto& a : *argv) {
