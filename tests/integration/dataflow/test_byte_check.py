@@ -3,7 +3,7 @@
 and SEND across path-MTU boundaries, and remote access errors that complete
 with IBV_WC_REM_ACCESS_ERR without changing a byte.
 
-usage: test_byte_check.py --topology {loopback,veth} UROCED UROCE BYTE_CHECK
+usage: test_byte_check.py --topology {loopback,veth} [--sanitize] UROCED UROCE BYTE_CHECK
 
 The server runs on the topology's server side, the client on its client side
 (uroce_harness.Topology). Passes when both exit 0, the client printed no FAIL
@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import uroce_harness as harness  # noqa: E402
 
 BYTE_CHECK = None
+SANITIZE = False
 RUN_TIMEOUT = 180
 # What byte_check runs: 11 sizes x (3 WRITE + 3 READ + 1 SEND), one READ of
 # the MR without REMOTE_WRITE, 11 access errors.
@@ -56,6 +57,10 @@ class ByteCheckTests(unittest.TestCase):
         self.assertEqual(len(oks), EXPECTED_CASES, detail)
         self.assertIn("server: done", result.server.output, detail)
         self.assertEqual(topo.dead_daemons(), [], topo.daemon_logs())
+        if SANITIZE:
+            # A correct program: the RDMA sanitizer (docs/sanitizer.md) finds nothing.
+            reports = re.findall(r"(?m)^uroce-sanitizer.*$", out + result.server.output)
+            self.assertEqual(reports, [], detail)
 
 
 def make_suite(topo):
@@ -64,14 +69,19 @@ def make_suite(topo):
 
 
 def main():
-    global BYTE_CHECK
+    global BYTE_CHECK, SANITIZE
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topology", choices=["loopback", "veth"], required=True)
+    ap.add_argument("--sanitize", action="store_true",
+                    help="run both sides under the RDMA sanitizer (UROCE_SANITIZE=1) and expect no report")
     ap.add_argument("uroced")
     ap.add_argument("uroce")
     ap.add_argument("byte_check")
     args = ap.parse_args()
     BYTE_CHECK = os.path.abspath(args.byte_check)
+    SANITIZE = args.sanitize
+    if SANITIZE:
+        os.environ["UROCE_SANITIZE"] = "1"  # uroce exec passes it on to both programs
     harness.set_binaries(args.uroced, args.uroce)
     return harness.run_tests(args.topology, [], make_suite)
 
