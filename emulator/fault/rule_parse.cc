@@ -352,7 +352,22 @@ std::string Parser::check() const {
     return {};
 }
 
-std::string ms_text(std::chrono::nanoseconds t) { return fmt::format("{:g}", static_cast<double>(t.count()) / 1e6); }
+// A fixed-point decimal of `value` / `scale` (scale a power of ten), without
+// trailing zeros: what the parser reads back exactly ({:g} would switch to
+// an exponent the parser refuses).
+std::string exact_decimal(std::uint64_t value, std::uint64_t scale, int digits) {
+    std::string out = std::to_string(value / scale);
+    if (const std::uint64_t fraction = value % scale; fraction != 0) {
+        std::string f = fmt::format("{:0{}}", fraction, digits);
+        f.erase(f.find_last_not_of('0') + 1);
+        out += '.' + f;
+    }
+    return out;
+}
+
+std::string ms_text(std::chrono::nanoseconds t) {
+    return exact_decimal(static_cast<std::uint64_t>(t.count()), 1'000'000, 6);  // ns per ms
+}
 
 }  // namespace
 
@@ -370,7 +385,7 @@ std::string format_rule(const Rule& r) {
     };
     switch (r.trigger.kind) {
         case TriggerKind::Rate:
-            add("rate", fmt::format("{:g}%", static_cast<double>(r.trigger.ppm) / kPpmPerPercent));
+            add("rate", exact_decimal(r.trigger.ppm, kPpmPerPercent, 4) + "%");
             break;
         case TriggerKind::Nth:
             add("nth", std::to_string(r.trigger.nth));

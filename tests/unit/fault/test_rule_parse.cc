@@ -61,11 +61,14 @@ TEST(RuleParse, FormatParsesBackToTheSameRule) {
     for (const char* text : {"drop:rate=5%", "drop:nth=2,count=3,dir=rx,class=response,qp=5,opcode=read_response",
                              "reorder:rate=2%,depth=8", "delay:rate=10%,ms=2,jitter=1", "corrupt:rate=1%",
                              "truncate:nth=3,bytes=60", "down:ms=500", "silent:peer=10.0.0.2,ms=3000",
-                             "duplicate:rate=0.0001%,src_qp=1,peer=2001:db8::1"}) {
+                             "duplicate:rate=0.0001%,src_qp=1,peer=2001:db8::1", "down:ms=56666666",
+                             "delay:rate=12.3456%,ms=0.000001,jitter=0.000001"}) {
         const std::string once = format_rule(must_parse(text));
         EXPECT_EQ(format_rule(must_parse(once)), once) << text;
     }
     EXPECT_EQ(format_rule(must_parse("drop:dir=both,rate=5")), "drop:rate=5%");
+    EXPECT_EQ(format_rule(must_parse("down:ms=56666666")), "down:ms=56666666");  // no exponent: it would not parse back
+    EXPECT_EQ(format_rule(must_parse("delay:rate=0.25,ms=1.5")), "delay:rate=0.25%,ms=1.5");
 }
 
 struct BadRule {
