@@ -59,6 +59,12 @@ enum uroce_ctrl_op {
     UROCE_CTRL_RESIZE_CQ = 60,
     /* Ops 80-89: statistics by reason. */
     UROCE_CTRL_STATS_REASONS = 80,
+    /* Ops 90-94: fault injection (docs/fault-injection.md). */
+    UROCE_CTRL_FAULT_ADD = 90,
+    UROCE_CTRL_FAULT_LIST = 91,
+    UROCE_CTRL_FAULT_CLEAR = 92,
+    UROCE_CTRL_FAULT_SEED = 93,
+    UROCE_CTRL_FAULT_TOTALS = 94,
 };
 
 struct uroce_ctrl_hdr {
@@ -480,6 +486,80 @@ struct uroce_ctrl_stats_reasons_reply {
 };
 
 /*
+ * Fault injection (ops 90-94, docs/fault-injection.md). ADD, CLEAR and SEED
+ * change what the daemon does to every client's traffic: only root and the
+ * user the daemon runs as may use them (SO_PEERCRED); anyone else gets
+ * EPERM. LIST and TOTALS are open to every user, like STATS. A daemon
+ * started without the fault hook (--no-fault-hook) answers every fault op
+ * with ENOTSUP.
+ *
+ * FAULT_ADD: one rule in the text syntax (NUL-terminated). The reply's
+ * status is 0 with the new rule's id, or EINVAL with the parser's message.
+ */
+#define UROCE_FAULT_RULE_MAX 248u   /* rule text, NUL included (the parser takes 240 characters) */
+#define UROCE_FAULT_MESSAGE_MAX 256u
+#define UROCE_FAULT_ACTIONS 8u      /* fault/rule.h Action: drop duplicate reorder delay corrupt truncate down silent */
+
+struct uroce_ctrl_fault_add {
+    struct uroce_ctrl_hdr hdr;
+    char rule[UROCE_FAULT_RULE_MAX];
+};
+struct uroce_ctrl_fault_add_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t id;
+    uint32_t reserved;
+    char message[UROCE_FAULT_MESSAGE_MAX]; /* EINVAL: what is wrong with the rule */
+};
+
+/* FAULT_LIST: the rule at position `index` (0: the first) with its counters;
+ * the reply's `rules` is how many there are (index >= rules: status ENOENT). */
+enum uroce_fault_rule_state {
+    UROCE_FAULT_RULE_ACTIVE = 0,
+    UROCE_FAULT_RULE_DONE = 1,  /* nth/count used up, or its window closed */
+};
+struct uroce_ctrl_fault_list {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t index;
+    uint32_t reserved;
+};
+struct uroce_ctrl_fault_list_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t rules;
+    uint32_t id;
+    uint64_t seen;              /* frames the rule's filters admitted */
+    uint64_t injected;          /* frames it acted on */
+    uint64_t seed;              /* the daemon's fault seed */
+    uint8_t state;              /* enum uroce_fault_rule_state */
+    uint8_t reserved[7];
+    char rule[UROCE_FAULT_RULE_MAX];
+};
+
+/* FAULT_CLEAR: removes rule `id`, or every rule when id is 0 (ENOENT: no
+ * such rule). Frames already held are still delivered. */
+struct uroce_ctrl_fault_clear {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t id;
+    uint32_t reserved;
+};
+
+/* FAULT_SEED: every rule's random stream and count starts again from `seed`
+ * (and rules added later draw from it). */
+struct uroce_ctrl_fault_seed {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t seed;
+};
+
+/* FAULT_TOTALS (a header-only request): frames acted on since the daemon
+ * started, by action (removed rules included), for `uroce stats`. */
+struct uroce_ctrl_fault_totals_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t injected[UROCE_FAULT_ACTIONS];
+    uint64_t held;              /* frames held (delayed or reordered) now */
+    uint32_t rules;             /* rules installed now */
+    uint32_t reserved;
+};
+
+/*
  * LIST_MRS: the MRs registered now, with the DMA way that serves each, a
  * page at a time in key-index order (lkey >> 8). The request names the key
  * index to start at (0: from the first); the reply's next_index is where
@@ -589,6 +669,13 @@ static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
+static_assert(sizeof(struct uroce_ctrl_fault_add) == 272, "fault add layout");
+static_assert(sizeof(struct uroce_ctrl_fault_add_reply) == 288, "fault add reply layout");
+static_assert(sizeof(struct uroce_ctrl_fault_list) == 32, "fault list layout");
+static_assert(sizeof(struct uroce_ctrl_fault_list_reply) == 312, "fault list reply layout");
+static_assert(sizeof(struct uroce_ctrl_fault_clear) == 32, "fault clear layout");
+static_assert(sizeof(struct uroce_ctrl_fault_seed) == 32, "fault seed layout");
+static_assert(sizeof(struct uroce_ctrl_fault_totals_reply) == 104, "fault totals layout");
 static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");
 static_assert(sizeof(struct uroce_ctrl_list_mrs_reply) == 352, "list mrs reply layout");
 static_assert(sizeof(struct uroce_ctrl_cm_command) == 408, "cm command layout");

@@ -3,6 +3,7 @@
 
 #include "decode_command.h"
 #include "env_command.h"
+#include "fault_command.h"
 #include "stats_command.h"
 #include "status_command.h"
 
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
     uroce::tools::add_env_commands(app);
     uroce::tools::add_status_command(app);
     uroce::tools::add_stats_command(app);
+    uroce::tools::add_fault_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

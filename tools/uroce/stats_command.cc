@@ -125,7 +125,21 @@ std::array<std::string_view, wire::kParseStatusCount> parse_drop_names() {
     return names;
 }
 
-std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r) {
+// Frames the fault rules acted on (FAULT_TOTALS), by action: the names of
+// fault/rule.h's actions, in its order.
+constexpr std::array<std::string_view, UROCE_FAULT_ACTIONS> kFaultActionNames = {
+    "dropped", "duplicated", "reordered", "delayed", "corrupted", "truncated", "link_down_dropped",
+    "peer_silent_dropped",
+};
+
+Group fault_group(const uroce_ctrl_fault_totals_reply& f) {
+    Group g = reasons("faults", f.injected, kFaultActionNames);
+    g.counters.emplace_back("held_now", f.held);
+    g.counters.emplace_back("rules", f.rules);
+    return g;
+}
+
+std::vector<Group> base_groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r) {
     static const auto kParseNames = parse_drop_names();
     constexpr auto kFirstDrop = static_cast<std::size_t>(wire::ParseStatus::EthernetTruncated);
     return {group("engine", s.engine, kEngine),           group("frames", s.frames, kFrames),
@@ -136,6 +150,15 @@ std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stat
             reasons("engine_dropped", r.engine_dropped, engine::kDropReasonName),
             reasons("naks_sent", r.naks_sent, engine::kNakReasonName),
             reasons("naks_received", r.naks_received, engine::kNakReasonName)};
+}
+
+std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
+                          const uroce_ctrl_fault_totals_reply* faults) {
+    std::vector<Group> all = base_groups(s, r);
+    if (faults != nullptr) {
+        all.push_back(fault_group(*faults));  // absent when the daemon runs without the fault hook
+    }
+    return all;
 }
 
 const char* way_name(std::uint8_t way) {
@@ -173,9 +196,10 @@ int list_mrs(abi::ControlClient& c, std::vector<uroce_ctrl_mr_entry>& out) {
 }
 
 void print_json(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
+                const uroce_ctrl_fault_totals_reply* faults,
                 const std::vector<uroce_ctrl_mr_entry>& mrs) {
     nlohmann::ordered_json j;
-    for (const Group& g : groups(s, r)) {
+    for (const Group& g : groups(s, r, faults)) {
         nlohmann::ordered_json values = nlohmann::ordered_json::object();
         for (const auto& [name, value] : g.counters) {
             values[name] = value;
@@ -197,8 +221,9 @@ void print_json(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_
 }
 
 void print_text(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
+                const uroce_ctrl_fault_totals_reply* faults,
                 const std::vector<uroce_ctrl_mr_entry>& mrs) {
-    for (const Group& g : groups(s, r)) {
+    for (const Group& g : groups(s, r, faults)) {
         fmt::print("{}\n", g.name);
         for (const auto& [name, value] : g.counters) {
             fmt::print("  {:<30}{:>20}\n", name, value);
@@ -237,10 +262,13 @@ int show(const DeviceLocation& loc, bool json) {
                    std::strerror(err));
         return 1;
     }
+    uroce_ctrl_fault_totals_reply fault_totals{};
+    const bool have_faults = c.call_simple(UROCE_CTRL_FAULT_TOTALS, &fault_totals, sizeof fault_totals) == 0;
+    const uroce_ctrl_fault_totals_reply* faults = have_faults ? &fault_totals : nullptr;
     if (json) {
-        print_json(stats, reasons, mrs);
+        print_json(stats, reasons, faults, mrs);
     } else {
-        print_text(stats, reasons, mrs);
+        print_text(stats, reasons, faults, mrs);
     }
     return 0;
 }

@@ -81,6 +81,9 @@ std::size_t request_size(std::uint16_t op) {
             if (const std::size_t cm = cm_request_size(op); cm != 0) {
                 return cm;
             }
+            if (const std::size_t fault = fault_request_size(op); fault != 0) {
+                return fault;
+            }
             return queue_request_size(op);
     }
 }
@@ -779,6 +782,12 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return dispatch_cm(c, h, msg, out, received_fd);
         case UROCE_CTRL_STATS_REASONS:
             return write_reply(out, h, 0, stats_reasons_reply(datapath_));
+        case UROCE_CTRL_FAULT_ADD:
+        case UROCE_CTRL_FAULT_LIST:
+        case UROCE_CTRL_FAULT_CLEAR:
+        case UROCE_CTRL_FAULT_SEED:
+        case UROCE_CTRL_FAULT_TOTALS:
+            return dispatch_fault(c, h, msg, out);
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

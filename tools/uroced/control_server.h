@@ -23,6 +23,7 @@
 #include "datapath.h"
 #include "handlers_stats.h"
 #include "mr/relaxed_pool.h"
+#include "net/fault_port.h"
 #include "ucma/loopback_cm.h"
 #include "ucma/routing_cm.h"
 #include "ucma/wire_cm.h"
@@ -79,6 +80,10 @@ public:
     // Whether `gid` is one of the device's own (not the zero GID).
     [[nodiscard]] bool is_own_gid(const wire::Gid& gid) const;
 
+    // The port's fault injection, for the FAULT_* ops (once, before
+    // serving). Without, they answer ENOTSUP.
+    void attach_faults(net::FaultPort& faults) { faults_ = &faults; }
+
     // Per-client quotas and the device's budgets (client_quota.h; before
     // serving). Without, nothing is limited but the device's own limits.
     void set_quota(ClientQuota quota) { quota_ = std::move(quota); }
@@ -134,6 +139,10 @@ private:
     // The program's end of a channel's doorbell socket closed, or the
     // connection that opened it ended.
     void close_cm_channel(int doorbell_fd);
+    // Fault-injection rules (handlers_fault.cc); changes only from root or
+    // the daemon's own user.
+    std::size_t dispatch_fault(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                               std::uint8_t* out);
     void close_cm_channels_of(std::uint32_t client);
     [[nodiscard]] ucma::DeviceView ucma_view() const;
 
@@ -164,6 +173,7 @@ private:
     ClientQuota quota_;
     device::RingRegistry rings_;
     Datapath* datapath_ = nullptr;
+    net::FaultPort* faults_ = nullptr;
     int doorbell_fd_ = -1;
 
     // The emulated rdma_cm device. Connections between its own ids are

@@ -2,6 +2,7 @@
 //
 //   uroced --port loopback --ip 192.0.2.1 [--ip 2001:db8::1] [--name uroce0]
 //          [--state-dir /run/uroce] [--mtu 1500]
+//          [--fault RULE]... [--fault-seed N] [--no-fault-hook]
 //
 // Publishes the device under the state directory (a sysfs-style tree for
 // libibverbs, the /dev/infiniband node, the control socket) and serves
@@ -24,6 +25,7 @@
 #include "control_server.h"
 #include "datapath.h"
 #include "idle_wait.h"
+#include "net/fault_port.h"
 #include "net/loopback_port.h"
 #include "udp_sink.h"
 #ifdef UROCE_HAVE_DPDK
@@ -31,6 +33,7 @@
 #endif
 #include "device/device.h"
 #include "device_node.h"
+#include "fault/rule_parse.h"
 #include "instance_lock.h"
 #include "log.h"
 #include "sysfs_tree.h"
@@ -91,7 +94,10 @@ bool lock_instance(const uroce::daemon::InstanceLock& lock, const std::string& n
 // looked at once more, and the loop sleeps until a doorbell, a control
 // message, a frame (when the port can say so) or the next timer
 // (idle_wait.h). Control messages are served between data-path rounds.
-void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& datapath, uroce::net::Port& port) {
+// `faults`, when the fault hook is installed, holds frames back: its next
+// deadline wakes the loop too.
+void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& datapath, uroce::net::Port& port,
+              const uroce::net::FaultPort* faults) {
     using namespace uroce;
     using Clock = std::chrono::steady_clock;
     daemon::IdleWait idle;
@@ -122,6 +128,11 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         auto deadline = datapath.next_deadline();
         if (!deadline || *deadline > next_pools) {
             deadline = next_pools;
+        }
+        if (faults != nullptr) {
+            if (const auto held = faults->next_deadline(); held && *held < *deadline) {
+                deadline = held;  // a delayed or reordered frame falls due
+            }
         }
         const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, have_rx_fd);
         if (!d.sleep) {
@@ -196,6 +207,18 @@ int main(int argc, char** argv) {
                    "daemon file descriptors (completion channels) one client may hold "
                    "(default: a quarter of RLIMIT_NOFILE, raised to its hard limit, less the daemon's own)");
     // ---- end of per-client quotas ----
+    // ---- fault injection (docs/fault-injection.md) ----
+    std::vector<std::string> fault_texts;
+    std::uint64_t fault_seed = 1;
+    bool no_fault_hook = false;
+    app.add_option("--fault", fault_texts,
+                   "a fault-injection rule, e.g. drop:rate=5%,dir=both or reorder:rate=2%,depth=8 "
+                   "(repeatable; docs/fault-injection.md)");
+    app.add_option("--fault-seed", fault_seed, "seed of the fault rules' random streams")->capture_default_str();
+    app.add_flag("--no-fault-hook", no_fault_hook,
+                 "leave the fault-injection hook out of the data path (only to measure what it costs; "
+                 "`uroce fault` then answers 'not supported')");
+    // ---- end of fault injection ----
     CLI11_PARSE(app, argc, argv);
 
     if (name.rfind("uroce", 0) != 0 || name.size() > 32 || name.find('/') != std::string::npos) {
@@ -212,6 +235,19 @@ int main(int argc, char** argv) {
             return 2;
         }
         cfg.ips.push_back(*gid);
+    }
+    std::vector<fault::Rule> fault_rules;
+    for (const auto& t : fault_texts) {
+        const fault::ParsedRule parsed = fault::parse_rule(t);
+        if (!parsed.rule) {
+            daemon::log_error("--fault {}: {}", t, parsed.error);
+            return 2;
+        }
+        fault_rules.push_back(*parsed.rule);
+    }
+    if (no_fault_hook && !fault_rules.empty()) {
+        daemon::log_error("--fault and --no-fault-hook: the rules need the hook");
+        return 2;
     }
     std::unique_ptr<daemon::InstanceLock> lock;
     try {
@@ -283,6 +319,15 @@ int main(int argc, char** argv) {
         const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
         daemon::ControlServer server(socket_path, dev);
         server.set_quota(daemon::ClientQuota(quota, budget));
+        std::unique_ptr<net::FaultPort> faults;
+        if (!no_fault_hook) {
+            faults = std::make_unique<net::FaultPort>(*port, fault_seed);
+            for (const fault::Rule& r : fault_rules) {
+                daemon::log_info("fault rule {}: {}", faults->add_rule(r), fault::format_rule(r));
+            }
+            port = faults.get();
+            server.attach_faults(*faults);
+        }
         daemon::Datapath datapath(dev, *port);
         server.attach(datapath);
         // On a kernel interface (af_packet) the host stack sees our RoCE
@@ -319,7 +364,7 @@ int main(int argc, char** argv) {
         daemon::log_info("{} ready: port {} (MTU {}, active IB MTU {}), {} GIDs, state in {}", name, port_spec,
                          cfg.port.netdev_mtu, device::mtu_bytes(dev.active_mtu()), dev.gids().size(), state_dir);
         daemon::log_info("clients: eval \"$(uroce env --state-dir {})\", or uroce exec -- PROGRAM", state_dir);
-        run_loop(server, datapath, *port);
+        run_loop(server, datapath, *port, faults.get());
 
         daemon::log_info("stopping: telling {} clients the device is gone", dev.client_count());
         server.shutdown_clients();
