@@ -18,6 +18,19 @@ std::atomic<bool> budget_spent{false};
 
 void on_sigxcpu(int) { budget_spent.store(true, std::memory_order_relaxed); }
 
+// Soft limit only: SIGXCPU, never the hard limit's SIGKILL. Set again after
+// each SIGXCPU: the kernel raises the soft limit by a second every time it
+// fires (kernel/time/posix-cpu-timers.c, check_thread_timers).
+bool set_budget_limit() {
+    rlimit rt{};
+    getrlimit(RLIMIT_RTTIME, &rt);
+    rt.rlim_cur = static_cast<rlim_t>(std::chrono::microseconds(RealtimeClass::kBusyBudget).count());
+    if (rt.rlim_max != RLIM_INFINITY && rt.rlim_max < rt.rlim_cur) {
+        rt.rlim_cur = rt.rlim_max;  // a tighter limit of the administrator's stays
+    }
+    return setrlimit(RLIMIT_RTTIME, &rt) == 0;
+}
+
 }  // namespace
 
 RealtimeClass::RealtimeClass(int priority) : priority_(priority) {
@@ -27,14 +40,7 @@ RealtimeClass::RealtimeClass(int priority) : priority_(priority) {
     struct sigaction sa {};
     sa.sa_handler = on_sigxcpu;
     sigaction(SIGXCPU, &sa, nullptr);
-    // Soft limit only: SIGXCPU, never the hard limit's SIGKILL.
-    rlimit rt{};
-    getrlimit(RLIMIT_RTTIME, &rt);
-    rt.rlim_cur = static_cast<rlim_t>(std::chrono::microseconds(kBusyBudget).count());
-    if (rt.rlim_max != RLIM_INFINITY && rt.rlim_max < rt.rlim_cur) {
-        rt.rlim_cur = rt.rlim_max;  // a tighter limit of the administrator's stays
-    }
-    if (setrlimit(RLIMIT_RTTIME, &rt) != 0) {
+    if (!set_budget_limit()) {
         problem_ = std::string("cannot set RLIMIT_RTTIME: ") + std::strerror(errno) + "; staying SCHED_OTHER";
         return;
     }
@@ -82,7 +88,7 @@ void RealtimeClass::after_sleep() {
         return;
     }
     budget_spent.store(false, std::memory_order_relaxed);
-    if (set_fifo()) {
+    if (set_budget_limit() && set_fifo()) {
         state_ = RealtimeState::Running;
     }
 }
