@@ -288,7 +288,8 @@ class Topology:
     veth: one uroced per namespace on net_af_packet over its end of the veth
     pair, --ip equal to that end's own address; the server runs in the first
     namespace, the client in the second and connects to the server's address.
-    veth-jumbo: the same on a veth with a 9000-byte MTU (active IB MTU 4096).
+    loopback-jumbo: the same with --mtu 9000 (active IB MTU 4096).
+    veth-jumbo: the same as veth on a veth with a 9000-byte MTU (active IB MTU 4096).
     memif: the same two namespaces and veth (the programs' TCP exchange), but
     the daemons' RoCE frames go over net_memif (shared memory; docs/wires.md)
     between a server and a client memif port, with addresses of their own
@@ -304,8 +305,9 @@ class Topology:
         self.net = None
         self.memif_dir = None
         try:
-            if kind == "loopback":
-                d = Daemon(uroced, uroce, name="uroce_lo", ip="192.0.2.1", extra=self.daemon_args)
+            if kind in ("loopback", "loopback-jumbo"):
+                jumbo = ("--mtu", "9000") if kind == "loopback-jumbo" else ()
+                d = Daemon(uroced, uroce, name="uroce_lo", ip="192.0.2.1", extra=jumbo + self.daemon_args)
                 self.daemons = [d]
                 self.server = Endpoint(d, "127.0.0.1")
                 self.client = Endpoint(d, "127.0.0.1")
@@ -336,7 +338,7 @@ class Topology:
         self.client = Endpoint(self.daemons[1], self.net.ip[0])
 
     def describe(self):
-        if self.kind == "loopback":
+        if self.kind in ("loopback", "loopback-jumbo"):
             return f"one uroced ({self.server.device}) on the loopback port, TCP over 127.0.0.1"
         if self.kind == "memif":
             return (f"{self.server.device} in {self.net.ns[0]} <-memif-> {self.client.device} in {self.net.ns[1]} "
@@ -367,7 +369,7 @@ def skip_reason(kind, tools):
         if kind in ("veth", "veth-jumbo", "memif"):
             return "needs root to create network namespaces and a veth pair"
         return "needs root to create /dev/infiniband/uverbs_uroce_lo (see docs/daemon.md for the unprivileged recipe)"
-    missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if kind != "loopback" else []))
+    missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if not kind.startswith("loopback") else []))
     if missing:
         return f"not installed: {', '.join(missing)} (tools/setup.sh installs them)"
     return None

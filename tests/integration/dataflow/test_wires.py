@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Jumbo frames and the shared-memory wire (docs/wires.md): two uroced in two
-namespaces, on a veth with a 9000-byte MTU (net_af_packet) or on net_memif.
+namespaces, on a veth with a 9000-byte MTU (net_af_packet) or on net_memif;
+or one uroced on the loopback port with --mtu 9000.
 
-usage: test_wires.py --topology {veth-jumbo,memif} UROCED UROCE BYTE_CHECK
+usage: test_wires.py --topology {loopback-jumbo,veth-jumbo,memif} UROCED UROCE BYTE_CHECK
 
 Passes when:
 - both daemons chose the active IB MTU 4096 by themselves (no --mtu given);
@@ -100,7 +101,7 @@ def make_suite(topo):
 def main():
     global BYTE_CHECK
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--topology", choices=["veth-jumbo", "memif"], required=True)
+    ap.add_argument("--topology", choices=["loopback-jumbo", "veth-jumbo", "memif"], required=True)
     ap.add_argument("uroced")
     ap.add_argument("uroce")
     ap.add_argument("byte_check")
