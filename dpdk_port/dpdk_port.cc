@@ -76,6 +76,15 @@ constexpr std::uint32_t kAfPacketFrameCount = 4096;
 constexpr std::uint32_t kAfPacketDefaultFrameCount = 512;
 constexpr std::uint32_t kAfPacketRingBytes = 8u << 20;
 
+// net_memif (shared memory between two processes on one host) has no MTU of
+// its own: a frame longer than a ring buffer (`bsize`) spans chained
+// descriptors, and the PMD's 1518-byte max_rx_pktlen is a placeholder it
+// does not enforce. Without --mtu a memif port runs with jumbo frames, the
+// Ethernet MTU that holds RoCE's largest path MTU (4096) with room to spare,
+// and each buffer holds one whole frame (fewer descriptors per packet).
+constexpr std::uint32_t kMemifDefaultMtu = 9000;
+constexpr std::uint32_t kMemifBufferAlign = 128;  // keeps buffers cache-line aligned
+
 // The value of `key=` in vdev devargs ("net_af_packet0,iface=veth0,framesz=4096").
 std::optional<std::string> devarg(const std::string& spec, const std::string& key) {
     std::size_t start = spec.find(',');
@@ -126,6 +135,21 @@ std::uint32_t af_packet_frame_size(const std::string& spec) {
     }
 }
 
+// memif devargs with uroce's defaults where the user gave none: a socket
+// in the file system (socket-abstract=no; an abstract socket belongs to one
+// network namespace, and the two daemons usually sit in two) and buffers
+// that each hold a whole frame of `mtu`.
+std::string memif_vdev(std::string vdev, std::uint32_t mtu) {
+    if (devarg(vdev, "socket") && !devarg(vdev, "socket-abstract")) {
+        vdev += ",socket-abstract=no";
+    }
+    if (!devarg(vdev, "bsize")) {
+        const std::uint32_t frame = mtu + kL2Overhead;
+        vdev += ",bsize=" + std::to_string((frame + kMemifBufferAlign - 1) / kMemifBufferAlign * kMemifBufferAlign);
+    }
+    return vdev;
+}
+
 std::runtime_error dpdk_error(const std::string& what, int err) {
     return std::runtime_error(what + ": " + rte_strerror(err < 0 ? -err : err));
 }
@@ -168,6 +192,7 @@ DpdkPort::DpdkPort(const std::string& spec, const std::string& instance, const D
 void DpdkPort::start(const std::string& spec, const std::string& instance, const DpdkPortOptions& options) {
     const bool af_packet = driver_is(spec, "net_af_packet");
     const bool tap = driver_is(spec, "net_tap");
+    const bool memif = driver_is(spec, "net_memif");
     info_.rx_wait = "none";
     if (af_packet && options.rx_wait_fd) {
         // Before the EAL opens the PMD's socket: see packet_wake_ring.h.
@@ -203,6 +228,9 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
         const std::uint32_t count = std::clamp(kAfPacketRingBytes / std::max(slot, 1u), kAfPacketDefaultFrameCount,
                                                kAfPacketFrameCount);
         vdev += ",framecnt=" + std::to_string(count);
+    }
+    if (memif) {
+        vdev = memif_vdev(vdev, options.mtu != 0 ? options.mtu : kMemifDefaultMtu);
     }
     if (is_pci_address(spec)) {
         args.push_back("--allow=" + spec);
@@ -250,7 +278,8 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
     // The MTU: asked for, or the port's own. A kernel interface carries no
     // more than its own MTU, and af_packet no more than its ring slots.
     const std::uint32_t kernel_mtu = interface_mtu(spec);
-    std::uint32_t mtu = options.mtu != 0 ? options.mtu : (kernel_mtu != 0 ? kernel_mtu : RTE_ETHER_MTU);
+    const std::uint32_t own_mtu = kernel_mtu != 0 ? kernel_mtu : (memif ? kMemifDefaultMtu : RTE_ETHER_MTU);
+    std::uint32_t mtu = options.mtu != 0 ? options.mtu : own_mtu;
     if (kernel_mtu != 0) {
         mtu = std::min(mtu, kernel_mtu);
     }
@@ -263,7 +292,7 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
     // the kernel's limits above are the real ones.
     const std::uint32_t device_max_mtu =
         dev_info.max_mtu != UINT16_MAX ? dev_info.max_mtu : dev_info.max_rx_pktlen - RTE_ETHER_HDR_LEN - RTE_ETHER_CRC_LEN;
-    if (kernel_mtu == 0) {
+    if (kernel_mtu == 0 && !memif) {
         mtu = std::min(mtu, device_max_mtu);
     }
     info_.mtu = mtu;
@@ -346,7 +375,11 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
     }
     rte_eth_link link{};
     if (rte_eth_link_get_nowait(port_id_, &link) == 0) {
-        info_.link_up = link.link_status == RTE_ETH_LINK_UP;
+        // A memif server's link comes up when its peer connects, which may
+        // be after this daemon is ready (the peer's daemon starts second):
+        // the port counts as plugged in, and frames sent before the peer is
+        // there are lost as on a cable with nobody at the other end.
+        info_.link_up = link.link_status == RTE_ETH_LINK_UP || memif;
         info_.speed_mbps = link.link_speed;
     }
 }

@@ -17,7 +17,8 @@
 //
 // rx_wait_fd(): net_tap gives its queue's fd (DPDK rx interrupts); for
 // net_af_packet, which has none, a companion AF_PACKET socket signals
-// arrivals (packet_wake_ring.h); other PMDs give -1.
+// arrivals (packet_wake_ring.h); other PMDs give -1 (net_memif among them:
+// DPDK 22.11's memif has no interrupt mode).
 //
 // Single-threaded: the engine's thread makes every call.
 #pragma once
@@ -49,7 +50,8 @@ struct PortInfo {
 };
 
 struct DpdkPortOptions {
-    // 0: the port's own MTU (a kernel interface's, for af_packet/af_xdp/tap).
+    // 0: the port's own MTU (a kernel interface's, for af_packet/af_xdp/tap;
+    // 9000 for net_memif, which has no limit of its own: docs/wires.md).
     std::uint32_t mtu = 0;
     std::uint16_t rx_ring = 1024;  // descriptors
     std::uint16_t tx_ring = 1024;

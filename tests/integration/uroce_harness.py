@@ -288,23 +288,36 @@ class Topology:
     veth: one uroced per namespace on net_af_packet over its end of the veth
     pair, --ip equal to that end's own address; the server runs in the first
     namespace, the client in the second and connects to the server's address.
+    loopback-jumbo: the same with --mtu 9000 (active IB MTU 4096).
+    veth-jumbo: the same as veth on a veth with a 9000-byte MTU (active IB MTU 4096).
+    memif: the same two namespaces and veth (the programs' TCP exchange), but
+    the daemons' RoCE frames go over net_memif (shared memory; docs/wires.md)
+    between a server and a client memif port, with addresses of their own
+    (MEMIF_SUBNET) that the kernel does not own.
     """
 
-    def __init__(self, kind, uroced, uroce):
+    MEMIF_SUBNET = "10.78.0"
+
+    def __init__(self, kind, uroced, uroce, daemon_args=()):
         self.kind = kind
+        self.daemon_args = tuple(daemon_args)  # more uroced flags for every daemon
         self.daemons = []
         self.net = None
+        self.memif_dir = None
         try:
-            if kind == "loopback":
-                d = Daemon(uroced, uroce, name="uroce_lo", ip="192.0.2.1")
+            if kind in ("loopback", "loopback-jumbo"):
+                jumbo = ("--mtu", "9000") if kind == "loopback-jumbo" else ()
+                d = Daemon(uroced, uroce, name="uroce_lo", ip="192.0.2.1", extra=jumbo + self.daemon_args)
                 self.daemons = [d]
                 self.server = Endpoint(d, "127.0.0.1")
                 self.client = Endpoint(d, "127.0.0.1")
-            elif kind == "veth":
-                self.net = VethNamespaces()
+            elif kind == "memif":
+                self._start_memif(uroced, uroce)
+            elif kind in ("veth", "veth-jumbo"):
+                self.net = VethNamespaces(mtu=9000 if kind == "veth-jumbo" else 1500)
                 for ns, ifname, ip, name in zip(self.net.ns, self.net.ifname, self.net.ip, ["uroce_a", "uroce_b"]):
                     self.daemons.append(Daemon(uroced, uroce, name=name, ip=ip, port=f"net_af_packet0,iface={ifname}",
-                                               netns=ns))
+                                               netns=ns, extra=self.daemon_args))
                 self.server = Endpoint(self.daemons[0], self.net.ip[0])
                 self.client = Endpoint(self.daemons[1], self.net.ip[0])
             else:
@@ -313,9 +326,23 @@ class Topology:
             self.close()
             raise
 
+    def _start_memif(self, uroced, uroce):
+        self.net = VethNamespaces()
+        self.memif_dir = tempfile.TemporaryDirectory(prefix="uroce-memif-")
+        socket = os.path.join(self.memif_dir.name, "memif.sock")
+        for ns, role, host, name in zip(self.net.ns, ["server", "client"], [1, 2], ["uroce_a", "uroce_b"]):
+            self.daemons.append(Daemon(uroced, uroce, name=name, ip=f"{self.MEMIF_SUBNET}.{host}",
+                                       port=f"net_memif0,role={role},socket={socket}", netns=ns,
+                                       extra=self.daemon_args))
+        self.server = Endpoint(self.daemons[0], self.net.ip[0])
+        self.client = Endpoint(self.daemons[1], self.net.ip[0])
+
     def describe(self):
-        if self.kind == "loopback":
+        if self.kind in ("loopback", "loopback-jumbo"):
             return f"one uroced ({self.server.device}) on the loopback port, TCP over 127.0.0.1"
+        if self.kind == "memif":
+            return (f"{self.server.device} in {self.net.ns[0]} <-memif-> {self.client.device} in {self.net.ns[1]} "
+                    f"(RoCE over shared memory; TCP over the veth, {self.net.ip[0]})")
         return (f"{self.server.device} in {self.net.ns[0]} on {self.net.ifname[0]} ({self.net.ip[0]}) <-veth-> "
                 f"{self.client.device} in {self.net.ns[1]} on {self.net.ifname[1]} ({self.net.ip[1]})")
 
@@ -331,15 +358,18 @@ class Topology:
         self.daemons = []
         if self.net:
             self.net.close()
+        if self.memif_dir:
+            self.memif_dir.cleanup()
+            self.memif_dir = None
 
 
 def skip_reason(kind, tools):
     """Why the data tests of `kind` cannot run here, or None."""
     if os.geteuid() != 0:
-        if kind == "veth":
+        if kind in ("veth", "veth-jumbo", "memif"):
             return "needs root to create network namespaces and a veth pair"
         return "needs root to create /dev/infiniband/uverbs_uroce_lo (see docs/daemon.md for the unprivileged recipe)"
-    missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if kind == "veth" else []))
+    missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if not kind.startswith("loopback") else []))
     if missing:
         return f"not installed: {', '.join(missing)} (tools/setup.sh installs them)"
     return None
