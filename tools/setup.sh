@@ -23,6 +23,7 @@ packages=(
   rdmacm-utils librdmacm-dev linux-libc-dev  # rping, ucmatose, rstream...; rdma/rdma_user_cm.h
   ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
   iperf3                    # the host's TCP over the same veth, a floor of tools/bench/roce_bench.py
+  libfabric-bin librpma-dev qperf fio  # more programs that connect through librdmacm (dataflow suite)
 )
 
 missing=()

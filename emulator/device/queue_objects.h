@@ -28,7 +28,9 @@ namespace uroce::device {
 // Limits reported by QUERY_DEVICE and enforced here.
 struct QueueLimits {
     std::uint32_t max_cq = 1u << 16;
-    std::uint32_t max_cqe = 1u << 16;
+    // As large as a ConnectX (mlx5: 2^22 - 1): libfabric's ofi_rxm asks one
+    // MSG CQ for (rx + tx size) x FI_UNIVERSE_SIZE = (512 + 512) x 256 entries.
+    std::uint32_t max_cqe = 1u << 22;
     std::uint32_t max_qp = 1u << 16;
     std::uint32_t max_qp_wr = 1u << 14;
     std::uint32_t max_sge = 32;
