@@ -81,6 +81,9 @@ std::size_t request_size(std::uint16_t op) {
             if (const std::size_t cm = cm_request_size(op); cm != 0) {
                 return cm;
             }
+            if (const std::size_t capture = capture_request_size(op); capture != 0) {
+                return capture;
+            }
             return queue_request_size(op);
     }
 }
@@ -359,6 +362,9 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     connections_.erase(it);
     close_cm_channels_of(client);
+    if (CaptureTap* tap = datapath_ != nullptr ? datapath_->capture() : nullptr) {
+        tap->stop_all_of(client);  // its capture sessions end with it
+    }
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
     }
@@ -779,6 +785,9 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return dispatch_cm(c, h, msg, out, received_fd);
         case UROCE_CTRL_STATS_REASONS:
             return write_reply(out, h, 0, stats_reasons_reply(datapath_));
+        case UROCE_CTRL_CAPTURE_START:
+        case UROCE_CTRL_CAPTURE_STOP:
+            return dispatch_capture(c, h, msg, out, received_fd);
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 
+#include "capturing_port.h"
 #include "client_quota.h"
 #include "control_server.h"
 #include "datapath.h"
@@ -283,7 +284,12 @@ int main(int argc, char** argv) {
         const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
         daemon::ControlServer server(socket_path, dev);
         server.set_quota(daemon::ClientQuota(quota, budget));
-        daemon::Datapath datapath(dev, *port);
+        // Packet capture (docs/capture.md): what the data path sends passes
+        // the tap on its way to the port.
+        daemon::CaptureTap capture_tap;
+        daemon::CapturingPort capturing_port(*port, capture_tap);
+        daemon::Datapath datapath(dev, capturing_port);
+        datapath.set_capture(capture_tap);
         server.attach(datapath);
         // On a kernel interface (af_packet) the host stack sees our RoCE
         // traffic too: keep it from answering with ICMP port unreachable.
