@@ -324,6 +324,19 @@ class OtherVethNamespaces(harness.VethNamespaces):
     PREFIX = "urcapt"
 
 
+class PairOfDaemons:
+    """What harness.run_pair needs of a topology, for daemons made here."""
+
+    def __init__(self, server, client, daemons):
+        self.server, self.client, self.daemons = server, client, daemons
+
+    def dead_daemons(self):
+        return [d.name for d in self.daemons if not d.alive()]
+
+    def daemon_logs(self):
+        return "\n".join(f"--- uroced {d.name} log\n{harness.tail(d.log_text(), 30)}" for d in self.daemons)
+
+
 class Tcpdump:
     """tcpdump in `ns` on `iface`, printing the RoCE v2 frames it sends and
     the probes (UDP to PROBE_PORT) that show it is capturing."""
@@ -372,7 +385,7 @@ class TcpdumpTests(unittest.TestCase):
                 port = harness.free_tcp_port()
                 server = harness.Endpoint(daemons[0], net.ip[0])
                 common = ["-g", str(server.gid_index), "-p", str(port), "-n", "20", "-s", "64", "-c"]
-                topo = type("T", (), {"server": server, "client": harness.Endpoint(daemons[1], net.ip[0])})
+                topo = PairOfDaemons(server, harness.Endpoint(daemons[1], net.ip[0]), daemons)
                 result = harness.run_pair(topo, ["ibv_rc_pingpong", "-d", "uroce_ta", *common],
                                           ["ibv_rc_pingpong", "-d", "uroce_tb", *common, net.ip[0]], port, timeout=60)
                 self.assertTrue(result.ok(), f"{result.summary()}\n{result.describe()}")
