@@ -223,6 +223,14 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
             vdev += ",framesz=" + std::to_string(rounded) + ",blocksz=" + std::to_string(rounded);
         }
     }
+    // af_packet's qdisc_bypass (1 unless given) sends past the kernel's
+    // queueing layer: tcpdump on the interface never sees what uroce sends,
+    // and tc rules (netem) do not apply to it. A user debugging a wire
+    // expects both, so the daemon asks for 0 unless the devargs say
+    // (docs/daemon.md has the cost).
+    if (af_packet && !devarg(spec, "qdisc_bypass")) {
+        vdev += ",qdisc_bypass=0";
+    }
     if (af_packet && !devarg(spec, "framecnt")) {
         const std::uint32_t slot = af_packet_frame_size(vdev);
         const std::uint32_t count = std::clamp(kAfPacketRingBytes / std::max(slot, 1u), kAfPacketDefaultFrameCount,

@@ -24,6 +24,7 @@ packages=(
   ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
   iperf3                    # the host's TCP over the same veth, a floor of tools/bench/roce_bench.py
   libfabric-bin librpma-dev qperf fio  # more programs that connect through librdmacm (dataflow suite)
+  tcpdump                   # what uroce sends is visible on the interface (dataflow_veth_capture)
 )
 
 missing=()

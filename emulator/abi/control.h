@@ -65,6 +65,9 @@ enum uroce_ctrl_op {
     UROCE_CTRL_FAULT_CLEAR = 92,
     UROCE_CTRL_FAULT_SEED = 93,
     UROCE_CTRL_FAULT_TOTALS = 94,
+    /* Ops 95-99: packet capture (docs/capture.md). */
+    UROCE_CTRL_CAPTURE_START = 95,
+    UROCE_CTRL_CAPTURE_STOP = 96,
 };
 
 struct uroce_ctrl_hdr {
@@ -595,6 +598,54 @@ struct uroce_ctrl_list_mrs_reply {
 };
 
 /*
+ * Packet capture (ops 95-99, docs/capture.md). A capture shows every user's
+ * traffic: only root and the daemon's own uid (SO_PEERCRED) may start one;
+ * anyone else gets EPERM.
+ *
+ * CAPTURE_START carries one end of an AF_UNIX SOCK_SEQPACKET socketpair
+ * (SCM_RIGHTS); the daemon writes one message per frame into it, a
+ * uroce_capture_record, then note_length bytes of note (why the frame was
+ * dropped, in words; no terminating NUL), then frame_length bytes of the
+ * Ethernet frame. It never waits for the reader: a message the socket cannot
+ * take at once is lost and counted. The session ends at CAPTURE_STOP, when
+ * the reader's end closes, or when the connection that started it ends.
+ * Reply: a uroce_ctrl_capture_reply naming the session.
+ *
+ * CAPTURE_STOP: a uroce_ctrl_handle naming the session (of this connection);
+ * the daemon closes its end. Reply: the session's totals.
+ */
+#define UROCE_CAPTURE_ANY_QP 0xFFFFFFFFu
+
+struct uroce_ctrl_capture_start {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t qpn;        /* frames of this QP only (docs/capture.md), or UROCE_CAPTURE_ANY_QP */
+    uint32_t reserved;
+};
+struct uroce_ctrl_capture_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t session;
+    uint32_t reserved;
+    uint64_t frames_sent;  /* records the socket took */
+    uint64_t frames_lost;  /* records the socket could not take at once (a slow reader) */
+};
+
+enum uroce_capture_direction {
+    UROCE_CAPTURE_RECEIVED = 1,
+    UROCE_CAPTURE_SENT = 2,
+};
+enum uroce_capture_verdict {
+    UROCE_CAPTURE_PASSED = 0,   /* sent, or received and taken */
+    UROCE_CAPTURE_DROPPED = 1,  /* dropped; the note says why */
+};
+struct uroce_capture_record {
+    uint64_t time_ns;       /* CLOCK_REALTIME */
+    uint32_t frame_length;
+    uint16_t note_length;
+    uint8_t direction;      /* enum uroce_capture_direction */
+    uint8_t verdict;        /* enum uroce_capture_verdict */
+};
+
+/*
  * rdma_cm (ops 40-59): the emulated ucma device /dev/infiniband/rdma_cm
  * (docs/rdmacm-device.md). The preload library (liburoce-preload.so) turns each
  * open() of the device into CM_OPEN_CHANNEL and each write() into
@@ -682,6 +733,9 @@ static_assert(sizeof(struct uroce_ctrl_cm_command) == 408, "cm command layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) == 472, "cm answer layout");
 static_assert(sizeof(struct uroce_ctrl_cm_event) == 360, "cm event layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_ctrl_capture_start) == 32, "capture start layout");
+static_assert(sizeof(struct uroce_ctrl_capture_reply) == 48, "capture reply layout");
+static_assert(sizeof(struct uroce_capture_record) == 16, "capture record layout");
 #endif
 
 #endif /* UROCE_ABI_CONTROL_H */

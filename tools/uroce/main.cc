@@ -1,6 +1,7 @@
 // uroce: the command-line tool of the uroce software RoCE device.
 #include <CLI/CLI.hpp>
 
+#include "capture_command.h"
 #include "decode_command.h"
 #include "env_command.h"
 #include "fault_command.h"
@@ -10,6 +11,7 @@
 int main(int argc, char** argv) {
     CLI::App app{"uroce: tools for the uroce software RoCEv2 device"};
     app.require_subcommand(1);
+    uroce::tools::add_capture_command(app);
     uroce::tools::add_decode_command(app);
     uroce::tools::add_env_commands(app);
     uroce::tools::add_status_command(app);

@@ -84,6 +84,9 @@ std::size_t request_size(std::uint16_t op) {
             if (const std::size_t fault = fault_request_size(op); fault != 0) {
                 return fault;
             }
+            if (const std::size_t capture = capture_request_size(op); capture != 0) {
+                return capture;
+            }
             return queue_request_size(op);
     }
 }
@@ -362,6 +365,9 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     }
     connections_.erase(it);
     close_cm_channels_of(client);
+    if (CaptureTap* tap = datapath_ != nullptr ? datapath_->capture() : nullptr) {
+        tap->stop_all_of(client);  // its capture sessions end with it
+    }
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
     }
@@ -788,6 +794,9 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         case UROCE_CTRL_FAULT_SEED:
         case UROCE_CTRL_FAULT_TOTALS:
             return dispatch_fault(c, h, msg, out);
+        case UROCE_CTRL_CAPTURE_START:
+        case UROCE_CTRL_CAPTURE_STOP:
+            return dispatch_capture(c, h, msg, out, received_fd);
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

@@ -136,6 +136,9 @@ private:
     // rdma_cm event channels and commands (handlers_cm.cc).
     std::size_t dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                             int received_fd);
+    // Packet capture sessions (handlers_capture.cc).
+    std::size_t dispatch_capture(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                                 int received_fd);
     // The program's end of a channel's doorbell socket closed, or the
     // connection that opened it ended.
     void close_cm_channel(int doorbell_fd);

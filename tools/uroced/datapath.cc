@@ -91,19 +91,73 @@ std::size_t Datapath::receive_burst(engine::Clock::time_point now) {
     for (std::size_t i = 0; i < n; ++i) {
         const std::span<const std::uint8_t> frame = rx_[i].bytes;
         const wire::ParseResult r = wire::parse_frame(frame);
-        if (r.ok()) {
-            deliver(frame, r.packet, now);
-        } else if (wire::reached_roce(r.status)) {
-            counters_.count_malformed(r.status);
+        if (capture_ != nullptr && capture_->active()) [[unlikely]] {
+            capture_received(frame, r, now);
         } else {
-            ++counters_.rx_other;
-            neighbours_.handle_frame(frame, now);
+            handle_received(frame, r, now);
         }
     }
     if (n > 0) {
         port_.release(std::span(rx_.data(), n));
     }
     return n;
+}
+
+void Datapath::handle_received(std::span<const std::uint8_t> frame, const wire::ParseResult& r,
+                               engine::Clock::time_point now) {
+    if (r.ok()) {
+        deliver(frame, r.packet, now);
+    } else if (wire::reached_roce(r.status)) {
+        counters_.count_malformed(r.status);
+    } else {
+        ++counters_.rx_other;
+        neighbours_.handle_frame(frame, now);
+    }
+}
+
+void Datapath::set_capture(CaptureTap& tap) {
+    capture_ = &tap;
+    tap.set_peer_qp_lookup([this](std::uint32_t qpn) -> std::optional<std::uint32_t> {
+        const auto it = peer_qps_.find(qpn);
+        return it == peer_qps_.end() ? std::nullopt : std::optional(it->second);
+    });
+}
+
+void Datapath::capture_received(std::span<const std::uint8_t> frame, const wire::ParseResult& r,
+                                engine::Clock::time_point now) {
+    if (!r.ok() && !wire::reached_roce(r.status)) {
+        handle_received(frame, r, now);  // ARP, ND, other traffic: not captured
+        return;
+    }
+    // Which check dropped it shows in the counters by reason it moves.
+    const auto engine_before = engine_->counters().dropped;
+    const std::uint64_t no_cm_before = cm_frames_.no_cm;
+    const auto cm_before = cm_ != nullptr ? cm_->framer_counters().rx_status : decltype(cm_->framer_counters().rx_status){};
+    capture_->hold();
+    handle_received(frame, r, now);
+    std::string why;
+    if (!r.ok()) {
+        why = fmt::format("dropped by the parser: {}", wire::kParseStatusInfo[static_cast<std::size_t>(r.status)].name);
+    } else if (cm_frames_.no_cm != no_cm_before) {
+        why = "dropped: CM MAD and no wire CM";
+    } else if (cm_ != nullptr) {
+        const auto& after = cm_->framer_counters().rx_status;
+        for (std::size_t i = 1; i < after.size() && why.empty(); ++i) {
+            if (after[i] != cm_before[i]) {
+                why = fmt::format("dropped by the CM: {}", cm::kCmParseStatusInfo[i].name);
+            }
+        }
+    }
+    // Only the receive checks: the reasons from FrameNotBuilt on are about
+    // frames the engine made (while handling this one).
+    constexpr auto kReceiveChecks = static_cast<std::size_t>(engine::DropReason::FrameNotBuilt);
+    const auto& engine_after = engine_->counters().dropped;
+    for (std::size_t i = 0; i < kReceiveChecks && why.empty(); ++i) {
+        if (engine_after[i] != engine_before[i]) {
+            why = fmt::format("dropped by the engine: {}", engine::kDropReasonName[i]);
+        }
+    }
+    capture_->received(frame, why);
 }
 
 void Datapath::deliver(std::span<const std::uint8_t> frame, const wire::Packet& packet,
@@ -170,7 +224,9 @@ bool Datapath::receive_own_frames(engine::Clock::time_point now) {
     frames.swap(to_self_);  // what the engine sends meanwhile waits for the next poll
     for (const std::vector<std::uint8_t>& frame : frames) {
         const wire::ParseResult r = wire::parse_frame(frame);
-        if (r.ok()) {
+        if (capture_ != nullptr && capture_->active()) [[unlikely]] {
+            capture_received(frame, r, now);
+        } else if (r.ok()) {
             deliver(frame, r.packet, now);
         } else {
             counters_.count_malformed(r.status);
@@ -204,6 +260,9 @@ bool Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engi
         const wire::MacAddr ours = port_.mac();
         std::memcpy(frame.data(), ours.data(), ours.size());  // Ethernet destination first, as on the wire
         to_self_.emplace_back(frame.begin(), frame.end());
+        if (capture_ != nullptr && capture_->active()) [[unlikely]] {
+            capture_->record(CaptureDirection::Sent, frame);
+        }
         return true;
     }
     // A frame too long for the port is refused for good (counted in the
@@ -238,7 +297,10 @@ void Datapath::on_client_gone(std::uint32_t client) {
             return true;
         });
     };
-    remove_owned(qps_, [this](std::uint32_t qpn) { engine_->remove_qp(qpn); });
+    remove_owned(qps_, [this](std::uint32_t qpn) {
+        engine_->remove_qp(qpn);
+        peer_qps_.erase(qpn);
+    });
     remove_owned(srqs_, [this](std::uint32_t srq) { engine_->remove_srq(srq); });
     remove_owned(cqs_, [this](std::uint32_t cq) { engine_->remove_cq(cq); });
     // Its mappings go with its ClientMemory; keep its DMA counters for stats.
@@ -295,6 +357,7 @@ void Datapath::on_destroy_cq(std::uint32_t cq) {
 void Datapath::on_destroy_qp(std::uint32_t qpn) {
     engine_->remove_qp(qpn);
     qps_.erase(qpn);
+    peer_qps_.erase(qpn);
 }
 
 void Datapath::on_destroy_srq(std::uint32_t srq) {

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capture_tap.h"
 #include "device/device.h"
 #include "device/ring_registry.h"
 #include "dma/client_memory.h"
@@ -23,6 +24,7 @@
 #include "idle_wait.h"
 #include "net/neighbours.h"
 #include "net/port.h"
+#include "wire/parse.h"
 #include "wire/parse_status.h"
 #include "ucma/wire_cm.h"
 
@@ -88,6 +90,9 @@ public:
     void on_ah(std::uint32_t ah, const qp::AhAttr& attr) { engine_->add_ah(ah, attr); }
     void on_modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask) {
         engine_->modify_qp(qpn, attr, mask);
+        if ((mask & qp::AttrMask::kDestQpn) != 0) {
+            peer_qps_[qpn] = attr.dest_qp_num;  // for capture's QP filter
+        }
     }
     void on_destroy_cq(std::uint32_t cq);
     // ibv_resize_cq: the CQ continues in `cq`'s new ring (Engine::resize_cq);
@@ -135,6 +140,13 @@ public:
         return idle_counters_ != nullptr ? *idle_counters_ : IdleCounters{};
     }
 
+    // ---- packet capture (capture_tap.h) ----
+    // Received RoCE frames, with the receive check that dropped them, go to
+    // `tap` while it is active; sent frames reach it through the port
+    // (capturing_port.h), and frames sent to ourselves from here.
+    void set_capture(CaptureTap& tap);
+    [[nodiscard]] CaptureTap* capture() { return capture_; }
+
     // engine::FrameSink
     bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
 
@@ -144,6 +156,13 @@ private:
     std::size_t receive_burst(engine::Clock::time_point now);
     // A parsed RoCE frame: QP1 to the wire CM, the rest to the engine.
     void deliver(std::span<const std::uint8_t> frame, const wire::Packet& packet, engine::Clock::time_point now);
+    // One received frame, parsed as `r`, to where it goes.
+    void handle_received(std::span<const std::uint8_t> frame, const wire::ParseResult& r,
+                         engine::Clock::time_point now);
+    // The same while a capture is active: the frame is recorded, with the
+    // check that dropped it, if one did.
+    void capture_received(std::span<const std::uint8_t> frame, const wire::ParseResult& r,
+                          engine::Clock::time_point now);
     // Gives the engine the frames it sent to our own addresses; true if any.
     bool receive_own_frames(engine::Clock::time_point now);
 
@@ -175,6 +194,8 @@ private:
     ucma::WireConnectionManager* cm_ = nullptr;
     CmFrameCounters cm_frames_;
     std::array<bool, cm::kCmParseStatusCount> cm_drop_logged_{};  // first drop per reason is logged
+    CaptureTap* capture_ = nullptr;
+    std::unordered_map<std::uint32_t, std::uint32_t> peer_qps_;  // destination QP by QP (MODIFY_QP)
 };
 
 }  // namespace uroce::daemon

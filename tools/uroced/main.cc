@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 
+#include "capturing_port.h"
 #include "client_quota.h"
 #include "control_server.h"
 #include "datapath.h"
@@ -373,16 +374,32 @@ int main(int argc, char** argv) {
         const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
         daemon::ControlServer server(socket_path, dev);
         server.set_quota(daemon::ClientQuota(quota, budget));
+        // Packet capture (docs/capture.md): what the data path sends passes
+        // the tap on its way to the port. The fault hook sits in front of it
+        // (Datapath -> FaultPort -> CapturingPort -> port), so a frame it
+        // drops on the way out is recorded once, as dropped, not as sent.
+        daemon::CaptureTap capture_tap;
+        daemon::CapturingPort capturing_port(*port, capture_tap);
+        port = &capturing_port;
         std::unique_ptr<net::FaultPort> faults;
         if (!no_fault_hook) {
             faults = std::make_unique<net::FaultPort>(*port, fault_seed);
             for (const fault::Rule& r : fault_rules) {
                 daemon::log_info("fault rule {}: {}", faults->add_rule(r), fault::format_rule(r));
             }
+            faults->set_drop_observer([&capture_tap](fault::Direction way, std::span<const std::uint8_t> frame,
+                                                     std::string_view rule) {
+                if (capture_tap.active()) [[unlikely]] {
+                    const auto direction =
+                        way == fault::Direction::Rx ? daemon::CaptureDirection::Received : daemon::CaptureDirection::Sent;
+                    capture_tap.record_dropped(direction, frame, fmt::format("dropped by fault injection: {}", rule));
+                }
+            });
             port = faults.get();
             server.attach_faults(*faults);
         }
         daemon::Datapath datapath(dev, *port);
+        datapath.set_capture(capture_tap);
         server.attach(datapath);
         // On a kernel interface (af_packet) the host stack sees our RoCE
         // traffic too: keep it from answering with ICMP port unreachable.

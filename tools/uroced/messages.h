@@ -42,6 +42,8 @@ std::size_t queue_request_size(std::uint16_t op);
 
 // The exact size of a request of an rdma_cm op (handlers_cm.cc), 0 for any other op.
 std::size_t cm_request_size(std::uint16_t op);
+// The size of a capture request (handlers_capture.cc), or 0 for other ops.
+std::size_t capture_request_size(std::uint16_t op);
 
 // The exact size of a request of a fault op (handlers_fault.cc), 0 for any other op.
 std::size_t fault_request_size(std::uint16_t op);
