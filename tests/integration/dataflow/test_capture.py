@@ -11,6 +11,8 @@ On the veth topology (two uroced, one per namespace):
 - frames injected from a raw socket in the peer namespace, one to a QP that
   does not exist (the engine drops it) and one cut short (the parser drops
   it), appear in the capture with a comment naming the check;
+- frames the fault hook drops (a rule each way) appear once, in their
+  direction, with a comment naming the rule;
 - --qp keeps only the frames of that QP; --count stops after that many;
 - a non-root user (nobody, through setpriv) is refused with EPERM;
 - a capture whose reader stops reading loses frames, says how many at exit,
@@ -249,6 +251,37 @@ class CaptureTests(unittest.TestCase):
         # uroce decode reads the same two frames: one well formed (its ICRC good), one it drops too.
         self.assertEqual(totals["frames"], 2, totals)
         self.assertEqual(totals["icrc_ok"], 1, totals)
+
+    def test_injected_drops_are_marked(self):
+        """Frames the fault hook drops (docs/fault-injection.md) are in the
+        capture once, marked with the rule, in the direction they were going."""
+        daemon = self.topo.server.daemon
+        path = self.capture_path("faults.pcapng")
+        rules = ["drop:nth=3,dir=tx,class=request", "drop:nth=4,dir=rx,class=request"]
+        for rule in rules:
+            self.fault_cli(daemon, "add", rule)
+        self.addCleanup(self.fault_cli, daemon, "clear")
+        cap = CaptureRun(daemon, path)
+        cap.wait_started()
+        self.pingpong(iters=10)  # RC recovers both losses
+        code, err = cap.stop()
+        self.assertEqual(code, 0, err)
+        shark = tshark_frames(path)
+        marked = [(direction, comment) for _o, _p, _q, direction, comment in shark if comment]
+        # The comment names the rule as `uroce fault list` writes it.
+        self.assertEqual(len(marked), 2, marked)
+        by_direction = dict(marked)
+        self.assertEqual(set(by_direction), {1, 2}, marked)
+        self.assertTrue(by_direction[2].startswith("dropped by fault injection: drop:nth=3"), marked)
+        self.assertTrue(by_direction[1].startswith("dropped by fault injection: drop:nth=4"), marked)
+        rc, frames, totals = decode_frames(daemon.uroce, path)
+        self.assertEqual(totals["frames"], len(shark), totals)
+        self.assertEqual(totals["icrc_ok"], len(shark), totals)
+
+    def fault_cli(self, daemon, *args):
+        r = subprocess.run([daemon.uroce, "fault", *args, "--state-dir", daemon.state, "--device", daemon.name],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_qp_filter(self):
         topo = self.topo
