@@ -306,6 +306,11 @@ void Engine::on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_poi
 // ---- requests: the checks in IBA order, then execution ----
 
 void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    // The request fail_request's record describes (failure_report.cc), until this returns.
+    struct Forget {
+        const wire::Packet*& request;
+        ~Forget() { request = nullptr; }
+    } forget{current_request_ = &p};
     if (check_psn(qp, p, now) != PsnCheck::InOrder) {
         return;
     }
@@ -495,10 +500,14 @@ RequestFailure Engine::check_remote_key(const QueuePair& qp, EpochGuard& guard, 
     if (out.ok()) {
         return RequestFailure::None;
     }
+    if (use.peer != nullptr) {
+        note_key_refusal(qp, guard, rr, out.status);
+    }
     return failure_of(mr::info(out.status).nak.value_or(wire::NakCode::RemoteAccessError));
 }
 
 void Engine::fail_request(QueuePair& qp, wire::Psn psn, RequestFailure failure, Clock::time_point now) {
+    note_refusal(qp, psn, failure);
     if (qp.type == qp::QpType::Rc) {
         // RC: NAK it; none of these can be fixed by retrying, so the QP
         // goes to the error state as well (its receive WQE is flushed).

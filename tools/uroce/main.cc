@@ -3,6 +3,7 @@
 
 #include "decode_command.h"
 #include "env_command.h"
+#include "explain_command.h"
 #include "stats_command.h"
 #include "status_command.h"
 
@@ -11,6 +12,7 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     uroce::tools::add_decode_command(app);
     uroce::tools::add_env_commands(app);
+    uroce::tools::add_explain_command(app);
     uroce::tools::add_status_command(app);
     uroce::tools::add_stats_command(app);
     try {
