@@ -195,6 +195,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
         const wire::Psn expected = w.first_psn + w.received;
         if (psn != expected) {
             if (psn > expected) {
+                drop(DropReason::ReadResponseOutOfOrder);
                 // A response packet went missing: ask for the rest again (once
                 // per gap: later packets of the same gap are dropped here).
                 if (qp.read_gap != expected) {

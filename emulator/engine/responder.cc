@@ -379,6 +379,7 @@ PsnCheck Engine::check_psn(QueuePair& qp, const wire::Packet& p, Clock::time_poi
     if (d > 0) {
         // Ahead: a packet was lost. One PSN-sequence NAK, then silence
         // until the expected packet arrives (IBA 9.7.5.1.2).
+        drop(DropReason::RequestPsnAhead);
         if (qp.sequence_nak == SequenceNak::Armed) {
             qp.sequence_nak = SequenceNak::Sent;
             ++counters_.seq_naks_sent;
@@ -409,6 +410,7 @@ void Engine::answer_duplicate(QueuePair& qp, const wire::Packet& p, Clock::time_
                 return;
             }
         }
+        drop(DropReason::DuplicateNotReplayable);
         return;  // too old to replay: the requester will time out
     }
     // SEND or WRITE seen before (IBA 9.7.5.1.2, C9-104): acknowledge what we
@@ -704,6 +706,7 @@ void Engine::replay_read(QueuePair& qp, const wire::Packet& p) {
             return r.kind == ResponderResource::Kind::Read && from >= 0 && from < static_cast<std::int32_t>(r.packets);
         });
         if (found == qp.resources.end()) {
+            drop(DropReason::DuplicateNotReplayable);
             return;  // too old to replay: the requester will time out
         }
         const std::size_t i = static_cast<std::size_t>(found - qp.resources.begin());
