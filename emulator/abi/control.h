@@ -68,6 +68,8 @@ enum uroce_ctrl_op {
     /* Ops 95-99: packet capture (docs/capture.md). */
     UROCE_CTRL_CAPTURE_START = 95,
     UROCE_CTRL_CAPTURE_STOP = 96,
+    /* Ops 100-104: explained failures (docs/explain.md). */
+    UROCE_CTRL_EXPLAIN_FETCH = 100,
 };
 
 struct uroce_ctrl_hdr {
@@ -563,6 +565,76 @@ struct uroce_ctrl_fault_totals_reply {
 };
 
 /*
+ * EXPLAIN_FETCH: the failure records the daemon keeps in a bounded ring
+ * (newest overwrite oldest), each numbered by a sequence that only grows:
+ * every remote request the responder refused, every access through a
+ * deregistered relaxed MR, every error completion. The request asks for
+ * records after sequence `after` (0: from the oldest kept), optionally of
+ * one QP; the reply carries up to UROCE_EXPLAIN_PER_REPLY of them, `last`
+ * (the sequence to ask after next: records filtered out or not visible to
+ * the caller are skipped, not returned again) and `missed` (records after
+ * `after` already overwritten). A caller that is neither root nor the
+ * daemon's user sees only the records of its own uid's QPs and pools.
+ * The fields' enumerations are engine/failure_event.h's (FailureKind,
+ * FailureCheck); docs/explain.md describes every field.
+ */
+#define UROCE_EXPLAIN_PER_REPLY 2u
+#define UROCE_EXPLAIN_ANY_QP 0xFFFFFFFFu
+#define UROCE_EXPLAIN_NO_NAK (-1)
+#define UROCE_EXPLAIN_UID_UNKNOWN 0xFFFFFFFFu
+/* uroce_explain_record.flags */
+#define UROCE_EXPLAIN_REGION_KNOWN (1u << 0)   /* region_* describe what the key names */
+#define UROCE_EXPLAIN_BEFORE_START (1u << 1)   /* out of range: overrun bytes before the region's start */
+#define UROCE_EXPLAIN_SEND_QUEUE (1u << 2)     /* error completion of a send WQE (else a receive) */
+#define UROCE_EXPLAIN_HISTORY (1u << 3)        /* registered_ns / deregistered_ns: a relaxed MR's history */
+
+struct uroce_explain_record {
+    uint64_t seq;
+    uint64_t time_ns;       /* CLOCK_REALTIME when recorded */
+    uint32_t kind;          /* FailureKind */
+    uint32_t check;         /* FailureCheck: which check failed, or why the WQE completed in error */
+    uint32_t client;        /* the client owning the QP (or relaxed pool) */
+    uint32_t uid;           /* that client's uid (UROCE_EXPLAIN_UID_UNKNOWN: gone) */
+    uint32_t qpn;           /* our QP */
+    uint32_t remote_qpn;    /* the peer's QP */
+    uint8_t peer_gid[16];   /* the peer's GID (IPv4-mapped for IPv4) */
+    uint32_t opcode;        /* requests: the BTH opcode; completions: the ibv_wc_opcode */
+    uint32_t psn;           /* the request's PSN, or the NAK's */
+    uint64_t va;            /* remote address the request (or WQE) names */
+    uint64_t length;
+    uint32_t rkey;
+    uint32_t wc_status;     /* the completion status (refusals: the one the requester gets) */
+    int32_t nak;            /* NAK code sent or received, UROCE_EXPLAIN_NO_NAK for none */
+    uint32_t count;         /* 1, or the flushed completions coalesced into this record */
+    uint64_t wr_id;         /* error completions */
+    uint32_t qp_pd;         /* PD of our QP */
+    uint32_t region_pd;     /* what the key names (UROCE_EXPLAIN_REGION_KNOWN) */
+    uint64_t region_start;
+    uint64_t region_length;
+    uint64_t overrun;       /* out of range: bytes past the end (or before the start) */
+    uint64_t registered_ns; /* relaxed MR history (UROCE_EXPLAIN_HISTORY), client's CLOCK_MONOTONIC */
+    uint64_t deregistered_ns;
+    uint32_t region_access; /* ibv_access_flags the region grants */
+    uint32_t flags;
+};
+
+struct uroce_ctrl_explain_fetch {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t after;         /* sequence already seen (0: none) */
+    uint32_t qpn;           /* one QP, or UROCE_EXPLAIN_ANY_QP */
+    uint32_t reserved;
+};
+
+struct uroce_ctrl_explain_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t last;          /* ask after this next time */
+    uint64_t missed;        /* records after `after` overwritten before this fetch */
+    uint32_t count;         /* records[0, count) are filled */
+    uint32_t reserved;
+    struct uroce_explain_record records[UROCE_EXPLAIN_PER_REPLY];
+};
+
+/*
  * LIST_MRS: the MRs registered now, with the DMA way that serves each, a
  * page at a time in key-index order (lkey >> 8). The request names the key
  * index to start at (0: from the first); the reply's next_index is where
@@ -719,6 +791,9 @@ static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_explain_record) == 160, "explain record layout");
+static_assert(sizeof(struct uroce_ctrl_explain_fetch) == 40, "explain fetch layout");
+static_assert(sizeof(struct uroce_ctrl_explain_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_list_mrs) == 32, "list mrs layout");
 static_assert(sizeof(struct uroce_ctrl_fault_add) == 272, "fault add layout");
 static_assert(sizeof(struct uroce_ctrl_fault_add_reply) == 288, "fault add reply layout");

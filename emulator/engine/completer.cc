@@ -132,6 +132,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
                 }
                 // The responder's failure table read backwards (request_failure.h).
                 const WcStatus status = outcome(failure_of(code)).requester_status;
+                qp.peer_nak = QueuePair::PeerNak{code, psn};
                 for (std::uint32_t i = qp.retired; i != qp.fetched; ++i) {
                     SendWqe& w = qp.wqe(i);
                     if (w.started && !w.done && w.packets != 0 && psn <= w.last_psn()) {
@@ -194,6 +195,7 @@ void Engine::on_response(QueuePair& qp, const wire::Packet& p, Clock::time_point
         const wire::Psn expected = w.first_psn + w.received;
         if (psn != expected) {
             if (psn > expected) {
+                drop(DropReason::ReadResponseOutOfOrder);
                 // A response packet went missing: ask for the rest again (once
                 // per gap: later packets of the same gap are dropped here).
                 if (qp.read_gap != expected) {

@@ -30,6 +30,9 @@ void Engine::complete(std::uint32_t cq_handle, const uroce_cqe& completion, bool
     // when the CQE is generated, on both clocks (two vDSO reads, 60 to 120
     // ns together: only for CQs that asked, UROCE_CQ_TIMESTAMPS).
     uroce_cqe cqe = completion;
+    if (cqe.status != 0 && failure_observer_) {
+        note_error_completion(cqe, completing_send_);
+    }
     if (cq.stamp == CompletionStamp::Times) {
         cqe.timestamp_ns = clock_ns(CLOCK_MONOTONIC);
         cqe.wallclock_ns = clock_ns(CLOCK_REALTIME);
@@ -72,7 +75,9 @@ void Engine::complete_send(QueuePair& qp, const SendWqe& w) {
     cqe.opcode = static_cast<std::uint32_t>(wc_opcode_of(w.opcode));
     cqe.byte_len = static_cast<std::uint32_t>(w.length);
     cqe.qp_num = qp.qpn;
+    completing_send_ = &w;
     complete(qp.send_cq, cqe, false);
+    completing_send_ = nullptr;
 }
 
 }  // namespace uroce::engine

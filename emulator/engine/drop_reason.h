@@ -38,6 +38,10 @@ enum class DropReason : std::uint8_t {
     // Frames the engine made.
     FrameNotBuilt,          // the builder refused it (too long)
     HeldFramesFull,         // the port refused it and the engine holds too many already
+    // Sequence gaps (appended: the STATS_REASONS array keeps its order).
+    RequestPsnAhead,        // RC: a request past the expected PSN (one before it lost; NAKed once per gap)
+    DuplicateNotReplayable, // a duplicate READ or atomic whose saved result is gone (the requester retries)
+    ReadResponseOutOfOrder, // a READ response after a missing one (the READ is asked again from the gap)
     Count,
 };
 
@@ -65,6 +69,9 @@ constexpr std::array<std::string_view, kDropReasonCount> kDropReasonName = {
     "response_no_request",
     "frame_not_built",
     "held_frames_full",
+    "request_psn_ahead",
+    "duplicate_not_replayable",
+    "read_response_out_of_order",
 };
 
 [[nodiscard]] constexpr std::string_view name(DropReason r) { return kDropReasonName[static_cast<std::size_t>(r)]; }

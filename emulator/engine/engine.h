@@ -26,6 +26,7 @@
 #include "device/gid_table.h"
 #include "dma/client_memory.h"
 #include "engine/drop_reason.h"
+#include "engine/failure_event.h"
 #include "engine/queue_pair.h"
 #include "engine/rings.h"
 #include "mr/mr_table.h"
@@ -169,6 +170,12 @@ public:
     [[nodiscard]] std::optional<Clock::time_point> next_deadline() const;
 
     [[nodiscard]] const EngineCounters& counters() const { return counters_; }
+    // Explained failures (failure_event.h): `observer` gets a record for
+    // every refused request and every error completion, built on those
+    // failure paths only (failure_report.cc). Set before the first poll.
+    void set_failure_observer(std::function<void(const uroce_explain_record&)> observer) {
+        failure_observer_ = std::move(observer);
+    }
     [[nodiscard]] std::size_t qp_count() const { return qps_.size(); }
     // The engine's state of one QP, for stats and tests (nullptr: no such QP).
     [[nodiscard]] const QueuePair* find_qp(std::uint32_t qpn) const {
@@ -326,6 +333,15 @@ private:
     void finish_recv(QueuePair& qp, std::uint32_t byte_len, const wire::Packet& p, Clock::time_point now);
     void flush_receive_queue(QueuePair& qp);
 
+    // failure_report.cc: records of failures, for the failure observer.
+    // A remote key check failed: keep its diagnosis for note_refusal.
+    void note_key_refusal(const QueuePair& qp, const EpochGuard& guard, const mr::RemoteRequest& request,
+                          mr::CheckStatus status);
+    // fail_request: the responder refused the request at `psn`.
+    void note_refusal(const QueuePair& qp, wire::Psn psn, RequestFailure failure);
+    // An error CQE; `w` is the send WQE it completes (nullptr: a receive).
+    void note_error_completion(const uroce_cqe& cqe, const SendWqe* w);
+
     // completions.cc
     void complete(std::uint32_t cq, const uroce_cqe& cqe, bool solicited);
     void complete_send(QueuePair& qp, const SendWqe& w);
@@ -346,6 +362,15 @@ private:
     std::uint32_t window_share_ = 1;  // EngineConfig::engine_window over the RC QPs with work
     std::vector<std::uint8_t> tx_buffer_;
     EngineCounters counters_;
+    // Explained failures (failure_report.cc).
+    struct KeyRefusal {
+        mr::RemoteRequest request;
+        mr::AccessDiagnosis diagnosis;
+    };
+    std::function<void(const uroce_explain_record&)> failure_observer_;
+    const wire::Packet* current_request_ = nullptr;  // during on_request
+    std::optional<KeyRefusal> key_refusal_;          // the failed key check fail_request reports
+    const SendWqe* completing_send_ = nullptr;       // during complete_send
 };
 
 }  // namespace uroce::engine

@@ -97,6 +97,13 @@ struct QueuePair : QpSetup {
     std::optional<Clock::time_point> retransmit_at;
     std::optional<Clock::time_point> rnr_resume_at;
     std::uint16_t udp_src_port = 0xC000;
+    // The NAK that ended the QP's work, for its error completion's record
+    // (failure_report.cc).
+    struct PeerNak {
+        wire::NakCode code;
+        wire::Psn psn;
+    };
+    std::optional<PeerNak> peer_nak;
 
     // ---- responder ----
     wire::Psn epsn{};             // expected PSN

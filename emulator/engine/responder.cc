@@ -306,6 +306,11 @@ void Engine::on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_poi
 // ---- requests: the checks in IBA order, then execution ----
 
 void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now) {
+    // The request fail_request's record describes (failure_report.cc), until this returns.
+    struct Forget {
+        const wire::Packet*& request;
+        ~Forget() { request = nullptr; }
+    } forget{current_request_ = &p};
     if (check_psn(qp, p, now) != PsnCheck::InOrder) {
         return;
     }
@@ -374,6 +379,7 @@ PsnCheck Engine::check_psn(QueuePair& qp, const wire::Packet& p, Clock::time_poi
     if (d > 0) {
         // Ahead: a packet was lost. One PSN-sequence NAK, then silence
         // until the expected packet arrives (IBA 9.7.5.1.2).
+        drop(DropReason::RequestPsnAhead);
         if (qp.sequence_nak == SequenceNak::Armed) {
             qp.sequence_nak = SequenceNak::Sent;
             ++counters_.seq_naks_sent;
@@ -404,6 +410,7 @@ void Engine::answer_duplicate(QueuePair& qp, const wire::Packet& p, Clock::time_
                 return;
             }
         }
+        drop(DropReason::DuplicateNotReplayable);
         return;  // too old to replay: the requester will time out
     }
     // SEND or WRITE seen before (IBA 9.7.5.1.2, C9-104): acknowledge what we
@@ -495,10 +502,14 @@ RequestFailure Engine::check_remote_key(const QueuePair& qp, EpochGuard& guard, 
     if (out.ok()) {
         return RequestFailure::None;
     }
+    if (use.peer != nullptr) {
+        note_key_refusal(qp, guard, rr, out.status);
+    }
     return failure_of(mr::info(out.status).nak.value_or(wire::NakCode::RemoteAccessError));
 }
 
 void Engine::fail_request(QueuePair& qp, wire::Psn psn, RequestFailure failure, Clock::time_point now) {
+    note_refusal(qp, psn, failure);
     if (qp.type == qp::QpType::Rc) {
         // RC: NAK it; none of these can be fixed by retrying, so the QP
         // goes to the error state as well (its receive WQE is flushed).
@@ -695,6 +706,7 @@ void Engine::replay_read(QueuePair& qp, const wire::Packet& p) {
             return r.kind == ResponderResource::Kind::Read && from >= 0 && from < static_cast<std::int32_t>(r.packets);
         });
         if (found == qp.resources.end()) {
+            drop(DropReason::DuplicateNotReplayable);
             return;  // too old to replay: the requester will time out
         }
         const std::size_t i = static_cast<std::size_t>(found - qp.resources.begin());

@@ -21,6 +21,7 @@ struct Peer {
 };
 
 struct StaleAccessReport {
+    std::uint32_t owner = 0;  // the client whose pool it is
     std::uint32_t pd = 0;
     std::uint32_t key = 0;
     // The registration, as the client recorded it in the pool.

@@ -87,7 +87,7 @@ Translation MrTable::check_local(const EpochGuard& /*guard*/, std::uint32_t lkey
         return fail(CheckStatus::LocalOutOfRange);
     }
     if (d->kind == ObjectKind::Relaxed && slot.deregistered) {
-        d->pool->report_stale(slot, d->slot, RemoteOp::Local, qpn, Peer{}, addr, length);
+        notify_stale(d->pool->report_stale(slot, d->slot, RemoteOp::Local, qpn, Peer{}, addr, length));
     }
     return translate(d, v, addr, length, device_writes, CheckStatus::LocalOdpFault);
 }
@@ -147,7 +147,7 @@ Translation MrTable::check_remote(const EpochGuard& /*guard*/, const RemoteReque
         return fail(CheckStatus::RemoteOutOfRange);
     }
     if (d->kind == ObjectKind::Relaxed && slot.deregistered) {
-        d->pool->report_stale(slot, d->slot, r.op, r.qpn, r.peer, r.va, r.length);
+        notify_stale(d->pool->report_stale(slot, d->slot, r.op, r.qpn, r.peer, r.va, r.length));
     }
     return translate(d, v, r.va, r.length, r.op != RemoteOp::Read, CheckStatus::RemoteOdpFault);
 }

@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "access_diagnosis.h"
 #include "access_report.h"
 #include "check_status.h"
 #include "common/epoch.h"
@@ -175,6 +176,15 @@ public:
                                           std::uint64_t addr, std::uint64_t length, bool device_writes,
                                           std::uint32_t qpn = 0) const;
     [[nodiscard]] Translation check_remote(const EpochGuard& guard, const RemoteRequest& r) const;
+    // After check_remote answered `status` (not Ok) for `r`: which condition
+    // failed and what the key names (mr_diagnose.cc). Failure paths only.
+    [[nodiscard]] AccessDiagnosis diagnose_remote(const EpochGuard& guard, const RemoteRequest& r,
+                                                  CheckStatus status) const;
+    // Called with every stale relaxed-MR access report (report_stale), on the
+    // data path's thread, after the pool recorded it. Set before serving.
+    void set_stale_observer(std::function<void(const StaleAccessReport&)> observer) {
+        stale_observer_ = std::move(observer);
+    }
 
 private:
     struct Entry {
@@ -196,6 +206,11 @@ private:
     void free_index(std::uint32_t index);
     void publish(std::uint32_t index, const Descriptor* d);
     void retire(const Descriptor* d);
+    void notify_stale(const StaleAccessReport& report) const {
+        if (stale_observer_) {
+            stale_observer_(report);
+        }
+    }
 
     // Builds the descriptor reg_mr / rereg_mr would publish, or an errno.
     int make_mr(const RegRequest& r, Descriptor& d) const;
@@ -218,6 +233,7 @@ private:
     std::size_t reclaim_at_ = 1024;  // retire() reclaims when more than this are pending
     std::unordered_map<std::uint32_t, std::unordered_set<std::uint32_t>> by_owner_;  // owner -> indices
     std::vector<std::unique_ptr<RelaxedPool>> pools_;
+    std::function<void(const StaleAccessReport&)> stale_observer_;
 };
 
 }  // namespace uroce::mr

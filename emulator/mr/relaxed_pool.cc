@@ -109,8 +109,25 @@ RelaxedPool::SlotView RelaxedPool::read_slot(std::uint32_t slot, std::uint8_t ke
 
 void RelaxedPool::note_corrupt_slot() const { corrupt_slots_.fetch_add(1, std::memory_order_relaxed); }
 
-void RelaxedPool::report_stale(const SlotView& v, std::uint32_t slot, RemoteOp op, std::uint32_t qpn,
-                               const Peer& peer, std::uint64_t va, std::uint64_t length) const {
+RelaxedPool::SlotView RelaxedPool::peek_slot(std::uint32_t slot) const {
+    SlotView v;
+    if (slot >= config_.capacity) {
+        return v;
+    }
+    const uroce_relaxed_slot& s = relaxed_slots(shared_)[slot];
+    constexpr auto acq = std::memory_order_acquire;
+    v.access = load(s.access, acq);
+    v.addr = load(s.addr, acq);
+    v.length = load(s.length, acq);
+    v.user_addr = load(s.user_addr, acq);
+    v.user_length = load(s.user_length, acq);
+    v.registered_ns = load(s.registered_ns, acq);
+    v.deregistered_ns = load(s.deregistered_ns, acq);
+    return v;
+}
+
+StaleAccessReport RelaxedPool::report_stale(const SlotView& v, std::uint32_t slot, RemoteOp op, std::uint32_t qpn,
+                                            const Peer& peer, std::uint64_t va, std::uint64_t length) const {
     stale_accesses_.fetch_add(1, std::memory_order_relaxed);
     StaleAccessReport r;
     r.pd = pd_;
@@ -128,11 +145,13 @@ void RelaxedPool::report_stale(const SlotView& v, std::uint32_t slot, RemoteOp o
     r.va = va;
     r.length = length;
     r.seen_ns = monotonic_ns();
+    r.owner = owner_;
     std::lock_guard lock(stats_mutex_);
     reports_.push_back(r);
     while (reports_.size() > config_.max_reports) {
         reports_.pop_front();
     }
+    return r;
 }
 
 std::size_t RelaxedPool::sweep(std::uint32_t enough) {

@@ -80,8 +80,14 @@ public:
     // is its current key byte.
     [[nodiscard]] SlotView read_slot(std::uint32_t slot, std::uint8_t key_byte) const;
     void note_corrupt_slot() const;
-    void report_stale(const SlotView& v, std::uint32_t slot, RemoteOp op, std::uint32_t qpn, const Peer& peer,
-                      std::uint64_t va, std::uint64_t length) const;
+    // Records the stale access (counted, kept in the pool's recent reports)
+    // and returns the report.
+    StaleAccessReport report_stale(const SlotView& v, std::uint32_t slot, RemoteOp op, std::uint32_t qpn,
+                                   const Peer& peer, std::uint64_t va, std::uint64_t length) const;
+    // What slot `slot` holds now whatever its state or key byte, read
+    // without the seqlock (a failure report's best guess at the MR that was
+    // there). Inside an EpochGuard.
+    [[nodiscard]] SlotView peek_slot(std::uint32_t slot) const;
 
     // Daemon tick: invalidates the pending slots when the dirty count reaches
     // the watermark or `invalidate_after` has passed since the last sweep.

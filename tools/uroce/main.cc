@@ -5,6 +5,7 @@
 #include "decode_command.h"
 #include "env_command.h"
 #include "fault_command.h"
+#include "explain_command.h"
 #include "stats_command.h"
 #include "status_command.h"
 
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     uroce::tools::add_capture_command(app);
     uroce::tools::add_decode_command(app);
     uroce::tools::add_env_commands(app);
+    uroce::tools::add_explain_command(app);
     uroce::tools::add_status_command(app);
     uroce::tools::add_stats_command(app);
     uroce::tools::add_fault_command(app);

@@ -18,6 +18,7 @@
 #include "abi/fd_passing.h"
 #include "client_process.h"
 #include "epoll_watch.h"
+#include "handlers_explain.h"
 #include "handlers_stats.h"
 #include "log.h"
 #include "messages.h"
@@ -63,6 +64,8 @@ std::size_t request_size(std::uint16_t op) {
             return sizeof(uroce_ctrl_hdr);
         case UROCE_CTRL_LIST_MRS:
             return sizeof(uroce_ctrl_list_mrs);
+        case UROCE_CTRL_EXPLAIN_FETCH:
+            return sizeof(uroce_ctrl_explain_fetch);
         case UROCE_CTRL_DEALLOC_PD:
         case UROCE_CTRL_DEREG_MR:
         case UROCE_CTRL_DEALLOC_MW:
@@ -278,6 +281,10 @@ void ControlServer::attach(Datapath& datapath) {
     datapath_ = &datapath;
     port_has_wire_ = datapath.port_has_wire();
     datapath.attach_cm(wire_cm_);
+    datapath.events().set_uid_of([this](std::uint32_t client) {
+        const auto it = client_uids_.find(client);
+        return it != client_uids_.end() ? static_cast<std::uint32_t>(it->second) : UROCE_EXPLAIN_UID_UNKNOWN;
+    });
     datapath.set_async_sink([this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent event) {
         for (auto& [fd, c] : connections_) {
             if (c.client == client) {
@@ -797,6 +804,14 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         case UROCE_CTRL_CAPTURE_START:
         case UROCE_CTRL_CAPTURE_STOP:
             return dispatch_capture(c, h, msg, out, received_fd);
+        case UROCE_CTRL_EXPLAIN_FETCH: {
+            if (datapath_ == nullptr) {
+                return status_only(out, h, ENODEV);
+            }
+            const ExplainReader reader{c.uid == 0 || c.uid == ::geteuid(), c.uid};
+            return write_reply(out, h, 0,
+                               explain_reply(datapath_->events(), read_as<uroce_ctrl_explain_fetch>(msg), reader));
+        }
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

@@ -6,6 +6,7 @@
 
 #include "abi/control.h"
 #include "cm/qp1.h"
+#include "engine/failure_report.h"
 #include "log.h"
 #include "wire/parse.h"
 
@@ -52,7 +53,7 @@ engine::WorkRing view(const device::WorkQueueRing& r) {
 }  // namespace
 
 Datapath::Datapath(device::Device& device, net::Port& port)
-    : port_(port), neighbours_(port, port.mac(), addresses_of(device)), rx_(kRxBurst) {
+    : port_(port), mrs_(device.mrs()), neighbours_(port, port.mac(), addresses_of(device)), rx_(kRxBurst) {
     engine::EngineConfig cfg;
     cfg.mac = port.mac();
     cfg.gids = device.gids();
@@ -63,9 +64,12 @@ Datapath::Datapath(device::Device& device, net::Port& port)
                 async_sink_(client, cookie, e);
             }
         });
+    engine_->set_failure_observer([this](const uroce_explain_record& r) { events_.add(r); });
+    mrs_.set_stale_observer(
+        [this](const mr::StaleAccessReport& report) { events_.add(engine::stale_access_record(report)); });
 }
 
-Datapath::~Datapath() = default;
+Datapath::~Datapath() { mrs_.set_stale_observer(nullptr); }
 
 bool Datapath::poll(engine::Clock::time_point now) {
     bool worked = receive_own_frames(now);

@@ -21,6 +21,7 @@
 #include "device/ring_registry.h"
 #include "dma/client_memory.h"
 #include "engine/engine.h"
+#include "event_log.h"
 #include "idle_wait.h"
 #include "net/neighbours.h"
 #include "net/port.h"
@@ -120,6 +121,10 @@ public:
     }
 
     [[nodiscard]] const engine::Engine& engine() const { return *engine_; }
+    // The explained-failure records of the engine and the key table
+    // (event_log.h, docs/explain.md).
+    [[nodiscard]] EventLog& events() { return events_; }
+    [[nodiscard]] const EventLog& events() const { return events_; }
     [[nodiscard]] const net::Neighbours& neighbours() const { return neighbours_; }
     [[nodiscard]] const DatapathCounters& counters() const { return counters_; }
     [[nodiscard]] net::PortCounters port_counters() const { return port_.counters(); }
@@ -167,6 +172,8 @@ private:
     bool receive_own_frames(engine::Clock::time_point now);
 
     net::Port& port_;
+    mr::MrTable& mrs_;
+    EventLog events_;
     net::Neighbours neighbours_;
     std::unique_ptr<engine::Engine> engine_;
     std::unordered_map<std::uint32_t, std::unique_ptr<dma::ClientMemory>> memories_;

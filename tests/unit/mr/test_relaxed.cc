@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "mr/relaxed_client.h"
 #include "mr/relaxed_pool.h"
@@ -215,7 +216,10 @@ TEST_F(Relaxed, DeregistrationOnlyMarksAndStaleAccessesAreReported) {
     EXPECT_EQ(UROCE_RELAXED_STATE(mem->slots()[slot_of(r.key)].ctrl), UROCE_RELAXED_DEREGISTERED);
     EXPECT_EQ(client->dereg(r.key, 5556), EINVAL) << "already deregistered";
 
-    // Still usable until invalidated, but every use is counted and reported.
+    // Still usable until invalidated, but every use is counted and reported
+    // (also to the observer: the daemon's explained-failure records).
+    std::vector<StaleAccessReport> observed;
+    table.set_stale_observer([&observed](const StaleAccessReport& report) { observed.push_back(report); });
     Peer peer;
     peer.gid[15] = 9;
     peer.qpn = 0x99;
@@ -241,6 +245,12 @@ TEST_F(Relaxed, DeregistrationOnlyMarksAndStaleAccessesAreReported) {
     const PdStats s = table.pd_stats(pd);
     EXPECT_EQ(s.stale_accesses, 2u);
     ASSERT_EQ(s.recent_stale.size(), 2u);
+    ASSERT_EQ(observed.size(), 2u);
+    EXPECT_EQ(observed[0].key, r.key);
+    EXPECT_EQ(observed[0].qpn, 0x12u);
+    EXPECT_EQ(observed[0].owner, kOwner);
+    EXPECT_EQ(observed[1].op, RemoteOp::Local);
+    table.set_stale_observer(nullptr);
     const StaleAccessReport& w = s.recent_stale[0];
     EXPECT_EQ(w.pd, pd);
     EXPECT_EQ(w.key, r.key);
