@@ -22,6 +22,8 @@ packages=(
   # rdma_cm through the emulated ucma device (docs/rdmacm-device.md)
   rdmacm-utils librdmacm-dev linux-libc-dev  # rping, ucmatose, rstream...; rdma/rdma_user_cm.h
   ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
+  # the interop suite: the kernel's rdma_rxe in a QEMU guest (docs/interop.md)
+  qemu-system-x86 busybox-static tcpdump
 )
 
 missing=()
@@ -33,6 +35,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages are installed"
+  "$(dirname "$0")/fetch-guest-kernel.sh"
   exit 0
 fi
 
@@ -47,3 +50,4 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive  # tshark asks about non-root capture otherwise
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+"$(dirname "$0")/fetch-guest-kernel.sh"
