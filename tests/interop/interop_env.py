@@ -88,7 +88,7 @@ def build_guest(cache):
 class Env:
     """The guest, the uroced beside it and a capture of the tap between them."""
 
-    def __init__(self, uroced, uroce, cache, capture=True):
+    def __init__(self, uroced, uroce, cache, capture=True, device=UROCE_DEVICE):
         self.uroce = uroce
         self.guest = None
         self.daemon = None
@@ -98,7 +98,7 @@ class Env:
         try:
             self.guest = guestmod.Guest(vmlinuz, initramfs)
             harness._track(self)
-            self.daemon = harness.Daemon(uroced, uroce, name=UROCE_DEVICE, ip=guestmod.HOST_IP,
+            self.daemon = harness.Daemon(uroced, uroce, name=device, ip=guestmod.HOST_IP,
                                          port=f"net_af_packet0,iface={guestmod.TAP},qdisc_bypass=0",
                                          netns=self.guest.netns)
             self.pcap = os.path.join(self.tmp.name, "tap.pcap")
@@ -112,7 +112,7 @@ class Env:
             self.close()
             raise
         self.rxe = Endpoint("rxe", RXE_DEVICE, RXE_GID_INDEX, guestmod.GUEST_IP)
-        self.uroce_end = Endpoint("uroce", UROCE_DEVICE, self.daemon.gid_index(), guestmod.HOST_IP)
+        self.uroce_end = Endpoint("uroce", device, self.daemon.gid_index(), guestmod.HOST_IP)
         self._serial = 0
 
     def _wait_capture(self):
@@ -225,7 +225,7 @@ class Env:
             raise RuntimeError(f"setting {percent}% loss failed ({rc}):\n{out}")
 
     def loss_counters(self):
-        rc, out = self.guest.run("tc -s qdisc show dev eth0; tc -s qdisc show dev ifb0", seconds=60, label="tc")
+        rc, out = self.guest.run("/usr/bin/tc -s qdisc show dev eth0; /usr/bin/tc -s qdisc show dev ifb0", seconds=60, label="tc")
         return [int(n) for n in re.findall(r"dropped (\d+)", out)]
 
     def close(self):
@@ -290,19 +290,20 @@ done"""
 
 
 # Egress: RoCE v2 (UDP 4791) into a prio band with netem. Ingress: the same
-# packets redirected to ifb0, whose root qdisc is netem.
+# packets redirected to ifb0, whose root qdisc is netem. Full paths: the
+# guest's busybox shell runs its own (smaller) tc and ip applets first.
 LOSS_ON = """set -e
-tc qdisc add dev eth0 root handle 1: prio
-tc qdisc add dev eth0 parent 1:3 handle 30: netem loss {p}%
-tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dport 4791 0xffff flowid 1:3
-ip link add ifb0 type ifb
-ip link set ifb0 up
-tc qdisc add dev ifb0 root netem loss {p}%
-tc qdisc add dev eth0 handle ffff: ingress
-tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 match ip dport 4791 0xffff action mirred egress redirect dev ifb0
+/usr/bin/tc qdisc add dev eth0 root handle 1: prio
+/usr/bin/tc qdisc add dev eth0 parent 1:3 handle 30: netem loss {p}%
+/usr/bin/tc filter add dev eth0 parent 1:0 protocol ip prio 1 u32 match ip dport 4791 0xffff flowid 1:3
+/usr/bin/ip link show ifb0 >/dev/null 2>&1 || /usr/bin/ip link add ifb0 type ifb  # ifb makes ifb0 when loaded
+/usr/bin/ip link set ifb0 up
+/usr/bin/tc qdisc add dev ifb0 root netem loss {p}%
+/usr/bin/tc qdisc add dev eth0 handle ffff: ingress
+/usr/bin/tc filter add dev eth0 parent ffff: protocol ip prio 1 u32 match ip dport 4791 0xffff action mirred egress redirect dev ifb0
 """
-LOSS_OFF = """tc qdisc del dev eth0 root
-tc qdisc del dev eth0 ingress
-ip link del ifb0
+LOSS_OFF = """/usr/bin/tc qdisc del dev eth0 root
+/usr/bin/tc qdisc del dev ifb0 root
+/usr/bin/tc qdisc del dev eth0 ingress
 true
 """

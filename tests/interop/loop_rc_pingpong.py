@@ -42,7 +42,8 @@ def main():
     if reason:
         print(f"SKIP: {reason}")
         return ienv.SKIP
-    env = ienv.Env(os.path.abspath(args.uroced), os.path.abspath(args.uroce), args.cache, capture=False)
+    env = ienv.Env(os.path.abspath(args.uroced), os.path.abspath(args.uroce), args.cache, capture=False,
+                    device="uroce_loop")
     passed, times = 0, []
     try:
         server_end, client_end = env.endpoints(Direction.UROCE_CLIENT)

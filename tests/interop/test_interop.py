@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """uroce against the Linux kernel's rdma_rxe, live (docs/interop.md).
 
-usage: test_interop.py UROCED UROCE CACHE_DIR [--only SUBSTRING]
+usage: test_interop.py UROCED UROCE CACHE_DIR [--only SUBSTRING]...
 
 Boots Debian 12's kernel in QEMU (TCG, 2 vCPUs) once, with rdma_rxe on the
 guest's eth0; a uroced in a host network namespace on the other end of the
@@ -76,7 +76,8 @@ def ucmatose(connections, messages):
 
 def udaddy():
     def argv(end, role, server):
-        return ["udaddy", "-p", str(CM_PORT + 2)] + (["-s", server.ip] if role == "client" else [])
+        # udaddy has no port option (its -p is the port space): it uses its fixed port.
+        return ["udaddy"] + (["-s", server.ip] if role == "client" else [])
     return argv
 
 
@@ -165,7 +166,7 @@ def main():
     ap.add_argument("uroced")
     ap.add_argument("uroce")
     ap.add_argument("cache")
-    ap.add_argument("--only", help="run only the cases whose name contains this")
+    ap.add_argument("--only", action="append", help="run only the cases whose name contains this (repeatable)")
     args = ap.parse_args()
     reason = ienv.skip_reason()
     if reason:
@@ -174,9 +175,10 @@ def main():
     started = time.monotonic()
     env = ienv.Env(os.path.abspath(args.uroced), os.path.abspath(args.uroce), args.cache)
     matrix = Matrix()
+    totals, icrc_ok = {}, False
     try:
         print(f"guest ready in {env.guest.boot_seconds:.1f} s: {env.guest.banner}", file=sys.stderr, flush=True)
-        selected = lambda cases: [c for c in cases if not args.only or args.only in c.name]  # noqa: E731
+        selected = lambda cases: [c for c in cases if not args.only or any(o in c.name for o in args.only)]  # noqa: E731
         for case in selected(CASES):
             run_case(env, matrix, case)
         loss = selected(LOSS_CASES)
@@ -196,7 +198,7 @@ def main():
         print(f"capture of the tap: uroce decode exit {rc}, {totals} {err.strip()}", file=sys.stderr)
     finally:
         env.close()
-    print(matrix.text())
+        print(matrix.text())
     print(f"capture: {totals.get('roce', 0)} RoCE frames, {totals.get('icrc_ok', 0)} ICRC good, "
           f"{totals.get('icrc_bad', 0)} bad: {'pass' if icrc_ok else 'FAIL'}")
     print(f"interop suite: {time.monotonic() - started:.0f} s")
