@@ -36,8 +36,12 @@ class Case:
     """One program pair. argv(endpoint, role, server) gives a side's argv:
     role is 'server' or 'client', server the server's endpoint."""
 
-    def __init__(self, name, argv, meeting=Meeting.TCP, expect=None, timeout=180):
+    def __init__(self, name, argv, meeting=Meeting.TCP, expect=None, timeout=180, known_exit_race=None):
         self.name, self.argv, self.meeting, self.expect, self.timeout = name, argv, meeting, expect, timeout
+        # A message a program prints when it trips over its own teardown
+        # after its work is done and checked (the client's exit status is
+        # then not the interop's verdict; everything else still must hold).
+        self.known_exit_race = known_exit_race
 
 
 def pingpong(program, size, iters, events=False, extra=()):
@@ -108,7 +112,11 @@ LOSS_CASES = [
          timeout=300),
 ]
 CM_CASES = [
-    Case("rping 10 x 64 B", rping(10, 64), Meeting.RDMA_CM, expect=rping_count(10)),
+    # rping's client destroys its event channel while its CM thread may still
+    # be reading it (librdmacm 44's rping.c): after the last ping it can exit
+    # 255 with "rdma_get_cm_event: Bad file descriptor", whatever the device.
+    Case("rping 10 x 64 B", rping(10, 64), Meeting.RDMA_CM, expect=rping_count(10),
+         known_exit_race="rdma_get_cm_event: Bad file descriptor"),
     Case("ucmatose 2 conn", ucmatose(2, 10), Meeting.RDMA_CM, expect=lambda out: "return status 0" in out),
     Case("udaddy", udaddy(), Meeting.RDMA_CM, expect=lambda out: "return status 0" in out),
 ]
@@ -148,6 +156,10 @@ def run_case(env, matrix, case):
                                tcp_port=TCP_PORT, timeout=case.timeout)
         ok = outcome.ok()
         why = ""
+        if (not ok and case.known_exit_race and outcome.server_rc == 0 and outcome.client_rc not in (0, None)
+                and case.known_exit_race in outcome.client_out):
+            ok = True
+            outcome.note += f" [client exit {outcome.client_rc} after its work: {case.known_exit_race}]"
         if ok and case.expect is not None and not case.expect(outcome.client_out):
             ok, why = False, "the client's output lacks what the case expects"
         if not env.daemon.alive():
