@@ -35,7 +35,7 @@ run_suites() {  # run_suites DIR meson-test-args...
 echo "== build (warnings as errors)"
 configure build-test -Dwerror=true
 ninja -C build-test
-run_suites build-test --suite unit --suite integration --suite dataflow
+run_suites build-test --suite unit --suite integration --suite dataflow --suite interop
 
 echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
 configure build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbenchmarks=disabled

@@ -25,6 +25,8 @@ packages=(
   iperf3                    # the host's TCP over the same veth, a floor of tools/bench/roce_bench.py
   libfabric-bin librpma-dev qperf fio  # more programs that connect through librdmacm (dataflow suite)
   tcpdump                   # what uroce sends is visible on the interface (dataflow_veth_capture)
+  # the interop suite: the kernel's rdma_rxe in a QEMU guest (docs/interop.md)
+  qemu-system-x86 busybox-static
 )
 
 missing=()
@@ -36,6 +38,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages are installed"
+  "$(dirname "$0")/fetch-guest-kernel.sh"
   exit 0
 fi
 
@@ -50,3 +53,4 @@ echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive  # tshark asks about non-root capture otherwise
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+"$(dirname "$0")/fetch-guest-kernel.sh"

@@ -109,9 +109,6 @@ struct QueuePair : QpSetup {
     wire::Psn epsn{};             // expected PSN
     std::uint32_t msn = 0;
     SequenceNak sequence_nak = SequenceNak::Armed;
-    // The current burst of duplicate SENDs/WRITEs got its ACK: later ones
-    // are ACKed only when they ask (AckReq), until a new request arrives.
-    DuplicateBurst duplicate_burst = DuplicateBurst::None;
     // Message in progress (SEND or WRITE spanning packets; UC: lost).
     InboundMessage message = InboundMessage::None;
     ReceiveWqeState recv_state = ReceiveWqeState::None;

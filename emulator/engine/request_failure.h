@@ -90,7 +90,4 @@ enum class ReceiveWqeState : std::uint8_t {
 // one NAK per gap, then silence until the expected PSN arrives).
 enum class SequenceNak : std::uint8_t { Armed, Sent };
 
-// RC: whether the current burst of duplicate SENDs/WRITEs got its ACK.
-enum class DuplicateBurst : std::uint8_t { None, Acked };
-
 }  // namespace uroce::engine

@@ -393,7 +393,6 @@ PsnCheck Engine::check_psn(QueuePair& qp, const wire::Packet& p, Clock::time_poi
         return PsnCheck::Duplicate;
     }
     qp.sequence_nak = SequenceNak::Armed;
-    qp.duplicate_burst = DuplicateBurst::None;  // a new request ends a burst of duplicates
     return PsnCheck::InOrder;
 }
 
@@ -414,11 +413,13 @@ void Engine::answer_duplicate(QueuePair& qp, const wire::Packet& p, Clock::time_
         return;  // too old to replay: the requester will time out
     }
     // SEND or WRITE seen before (IBA 9.7.5.1.2, C9-104): acknowledge what we
-    // have, not per duplicate. A go-back-N burst gets one ACK (its first
-    // duplicate) plus one per duplicate that asks (AckReq); an ACK for every
-    // packet of a restarted message is a storm the requester must wade through.
-    if (qp.duplicate_burst == DuplicateBurst::None || p.bth().ack_req()) {
-        qp.duplicate_burst = DuplicateBurst::Acked;
+    // have (coalesced), and only for a duplicate that asks (AckReq) or ends
+    // its message. An ACK for every packet of a restarted message is a storm;
+    // an ACK for its first packet reaches the requester mid-resend, and
+    // rdma_rxe (6.1) then completes the WQE it is still resending and stops
+    // mid-message (docs/interop.md). The resent message's end is ACKed.
+    const wire::Segment segment = p.info().segment;
+    if (p.bth().ack_req() || segment == wire::Segment::Last || segment == wire::Segment::Only) {
         qp.ack_pending = true;
     }
 }
