@@ -143,6 +143,10 @@ public:
     // Type 2 (IBV_WR_BIND_MW): the window must be free; r.mw_key carries the
     // key byte the consumer chose. Remote access then only from r.qpn.
     int bind_mw_type2(const BindRequest& r);
+    // IBV_WR_BIND_MW from a send queue, for either type: a type 1 window
+    // (ibv_bind_mw(3), which posts the bind) takes r.mw_key's key byte as
+    // its new rkey and may be bound already; a type 2 one as bind_mw_type2.
+    int bind_mw_posted(const BindRequest& r);
     // IBV_WR_LOCAL_INV (qpn absent) or a received SEND_WITH_INV (qpn of the
     // receiving QP, which must be the one the window is bound to). Only type 2
     // windows can be invalidated by a work request.
@@ -204,6 +208,9 @@ private:
     void remove_locked(const Descriptor* d, std::size_t& count);
     int dealloc_mw_locked(const Descriptor* d);
     void unbind_locked(const Descriptor* mw);
+    // Binds (or, length 0, unbinds) a type 1 window and gives it the rkey
+    // with `new_key_byte`.
+    int bind_type1_locked(const Descriptor* mw, const BindRequest& r, std::uint8_t new_key_byte);
 
     PdTable& pds_;
     Limits limits_;
