@@ -59,6 +59,8 @@ enum uroce_ctrl_op {
     UROCE_CTRL_RESIZE_CQ = 60,
     /* Ops 80-89: statistics by reason. */
     UROCE_CTRL_STATS_REASONS = 80,
+    /* Ops 110-119: verbs beyond the core set (on-demand paging, XRC). */
+    UROCE_CTRL_ADVISE_MR = 110,
 };
 
 struct uroce_ctrl_hdr {
@@ -195,6 +197,24 @@ struct uroce_ctrl_bind_mw {
     uint64_t length;
     uint32_t access;
     uint32_t qp_pd;
+};
+
+/* ADVISE_MR: ibv_advise_mr(3), one SGE per request. The daemon checks, as
+ * mlx5 does, that `lkey` names an on-demand MR of `pd` (ENOENT otherwise,
+ * or when `write` is 1 and the MR is not writable) and that [addr, addr +
+ * length) lies inside it (EFAULT). The reply gives the client address of the
+ * SGE's first byte; the provider faults the pages in itself. */
+struct uroce_ctrl_advise_mr {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t lkey;
+    uint64_t addr;
+    uint32_t length;
+    uint32_t write;   /* 1: IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE */
+};
+struct uroce_ctrl_advise_mr_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t host_addr;
 };
 
 struct uroce_ctrl_relaxed_pool {

@@ -80,6 +80,12 @@ struct KeyResult {
     std::uint32_t key = 0;
 };
 
+// ibv_advise_mr(3) on one SGE: where its bytes are in the owner's memory.
+struct PrefetchTarget {
+    int error = 0;           // 0, ENOENT (no prefetchable MR) or EFAULT (range)
+    std::uint64_t host = 0;  // the client address of the SGE's first byte
+};
+
 struct BindRequest {
     std::uint32_t owner = 0;
     std::uint32_t mw_key = 0;   // type 1: the window's current rkey; type 2: the new rkey
@@ -151,6 +157,13 @@ public:
     // receiving QP, which must be the one the window is bound to). Only type 2
     // windows can be invalidated by a work request.
     int invalidate(std::uint32_t rkey, std::uint32_t pd, std::optional<std::uint32_t> receiving_qpn);
+
+    // ibv_advise_mr(3) prefetch of [addr, addr + length) through `lkey`
+    // (mr_prefetch.cc). As mlx5: ENOENT unless the lkey names an on-demand
+    // MR of `pd` owned by `owner`, writable when `write` (PREFETCH_WRITE);
+    // EFAULT when the range is not inside it.
+    [[nodiscard]] PrefetchTarget prefetch_target(std::uint32_t owner, std::uint32_t pd, std::uint32_t lkey,
+                                                 std::uint64_t addr, std::uint64_t length, bool write) const;
 
     // Relaxed-MR pools (relaxed_pool.h). The shared pool memory must outlive
     // the pool. Returns nullptr and sets `error` on failure.

@@ -81,6 +81,9 @@ std::size_t request_size(std::uint16_t op) {
             if (const std::size_t cm = cm_request_size(op); cm != 0) {
                 return cm;
             }
+            if (const std::size_t ext = verbs_ext_request_size(op); ext != 0) {
+                return ext;
+            }
             return queue_request_size(op);
     }
 }
@@ -784,6 +787,9 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,
                                               visible_to(c)));
         default:
+            if (verbs_ext_request_size(h.op) != 0) {
+                return dispatch_verbs_ext(c, h, msg, out, reply_fd);
+            }
             return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }
 }

@@ -3,7 +3,7 @@
 themselves (one "ok"/"FAIL" line per check, "N failures" at the end),
 through stock libibverbs and the provider, against one uroced on the loopback
 port; the daemon must stay up. Used for mw_bind (ibv_bind_mw posted on the
-send queue, with its completion).
+send queue, with its completion) and odp_advise (odp_caps, ibv_advise_mr).
 
 usage: test_verbs_program.py UROCED UROCE DIR_OF_C_TESTS PROGRAM MIN_CHECKS
 Exit 77 (skipped) when the device node cannot be made (not root).
