@@ -61,6 +61,7 @@ int device_attr(ibv_context* ctx, ibv_device_attr_ex& ex) {
     // CLOCK_MONOTONIC when uroced wrote the CQE (verbs_cq_ex.cc).
     ex.completion_timestamp_mask = kCompletionTimestampMask;
     ex.hca_core_clock = kHcaCoreClockKhz;
+    report_odp_caps(ex);
     return 0;
 }
 

@@ -66,6 +66,7 @@ constexpr pabi::verbs_context_ops kContextOps = [] {
     ops.rereg_mr = rereg_mr;
     ops.dereg_mr = dereg_mr;
     ops.alloc_mw = alloc_mw;
+    ops.advise_mr = advise_mr;
     ops.dealloc_mw = dealloc_mw;
     ops.bind_mw = bind_mw;
     ops.create_cq = create_cq;

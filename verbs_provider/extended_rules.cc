@@ -64,6 +64,11 @@ std::uint64_t send_ops_offered(ibv_qp_type type) {
 }
 
 int check_qp_init_attr_ex(const ibv_qp_init_attr_ex& attr) {
+    // XRC (domains, SRQs, INI and TGT QPs) is not offered: an XRC target,
+    // which has an XRCD and no PD, is EOPNOTSUPP too, not EINVAL.
+    if (attr.qp_type == IBV_QPT_XRC_SEND || attr.qp_type == IBV_QPT_XRC_RECV) {
+        return EOPNOTSUPP;
+    }
     if ((attr.comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr.pd == nullptr) {
         return EINVAL;  // every QP but an XRC target needs a PD
     }

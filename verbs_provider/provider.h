@@ -261,6 +261,10 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type);
 int dealloc_mw(ibv_mw* mw);
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind);
 
+// verbs_odp.cc
+void report_odp_caps(ibv_device_attr_ex& attr);
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, ibv_sge* sg_list, std::uint32_t num_sge);
+
 // verbs_cq.cc
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
 // The same with UROCE_CQ_* flags for CREATE_CQ (abi/control.h).

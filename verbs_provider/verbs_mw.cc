@@ -1,8 +1,8 @@
 // Memory windows: ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw (type 1).
 // ibv_bind_mw is an inline function of verbs.h that ends in the context's
-// bind_mw op; the bind itself is the daemon's BIND_MW, which checks the MR,
-// the range (in the MR's iova space), the access and the PD of the QP the
-// bind is posted on, and gives the window a new rkey.
+// bind_mw op, which posts an IBV_WR_BIND_MW on the QP's send queue; the
+// engine checks the MR, the range (in the MR's iova space), the access and
+// the PD of the QP when the WR's turn comes.
 #include <cerrno>
 #include <new>
 
@@ -46,21 +46,33 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
     if (qp == nullptr || mw == nullptr || bind == nullptr || qp->context != mw->context) {
         return EINVAL;
     }
-    auto req = request<uroce_ctrl_bind_mw>(UROCE_CTRL_BIND_MW);
-    req.mw_rkey = mw->rkey;
     const ibv_mw_bind_info& info = bind->bind_info;
-    req.mr_lkey = info.mr != nullptr ? info.mr->lkey : 0;  // no MR, length 0: unbind
-    req.addr = info.addr;
-    req.length = info.length;
-    req.access = info.mw_access_flags;
-    req.qp_pd = qp->pd->handle;
-    uroce_ctrl_mr_reply reply{};
-    if (const int err = link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+    // ibv_bind_mw(3) is for type 1 windows; a type 1 window is never zero
+    // based (IBA o10-36.2.2); a length needs an MR (as rdma_rxe and mlx5).
+    if (mw->type != IBV_MW_TYPE_1 || (info.mw_access_flags & IBV_ACCESS_ZERO_BASED) != 0 ||
+        (info.mr == nullptr && info.length != 0)) {
+        return EINVAL;
+    }
+    if (info.mr != nullptr && info.mr->pd != mw->pd) {
+        return EPERM;  // as mlx5: the MR belongs to another PD
+    }
+    // The bind is a work request on the send queue: it takes effect in
+    // order with the WRs posted before it and completes as IBV_WC_BIND_MW
+    // (signaled per send_flags or the QP's sq_sig_all). The window's next
+    // rkey is chosen here and is the consumer's at once (ibv_bind_mw(3));
+    // the daemon rejects the bind with IBV_WC_MW_BIND_ERR if it is invalid.
+    ibv_send_wr wr{};
+    wr.wr_id = bind->wr_id;
+    wr.opcode = IBV_WR_BIND_MW;
+    wr.send_flags = bind->send_flags;
+    wr.bind_mw.mw = mw;
+    wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+    wr.bind_mw.bind_info = info;
+    ibv_send_wr* bad = nullptr;
+    if (const int err = post_send(qp, &wr, &bad); err != 0) {
         return err;
     }
-    // The bind took effect at once. Its completion (for a signaled bind)
-    // comes with the data path; the window's new key is already usable.
-    mw->rkey = reply.rkey;
+    mw->rkey = wr.bind_mw.rkey;
     return 0;
 }
 

@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 4u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags */
+#define UROCE_CTRL_VERSION 5u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -70,6 +70,8 @@ enum uroce_ctrl_op {
     UROCE_CTRL_CAPTURE_STOP = 96,
     /* Ops 100-104: explained failures (docs/explain.md). */
     UROCE_CTRL_EXPLAIN_FETCH = 100,
+    /* Ops 110-119: verbs beyond the core set (on-demand paging, XRC). */
+    UROCE_CTRL_ADVISE_MR = 110,
 };
 
 struct uroce_ctrl_hdr {
@@ -206,6 +208,24 @@ struct uroce_ctrl_bind_mw {
     uint64_t length;
     uint32_t access;
     uint32_t qp_pd;
+};
+
+/* ADVISE_MR: ibv_advise_mr(3), one SGE per request. The daemon checks, as
+ * mlx5 does, that `lkey` names an on-demand MR of `pd` (ENOENT otherwise,
+ * or when `write` is 1 and the MR is not writable) and that [addr, addr +
+ * length) lies inside it (EFAULT). The reply gives the client address of the
+ * SGE's first byte; the provider faults the pages in itself. */
+struct uroce_ctrl_advise_mr {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t pd;
+    uint32_t lkey;
+    uint64_t addr;
+    uint32_t length;
+    uint32_t write;   /* 1: IBV_ADVISE_MR_ADVICE_PREFETCH_WRITE */
+};
+struct uroce_ctrl_advise_mr_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t host_addr;
 };
 
 struct uroce_ctrl_relaxed_pool {

@@ -135,7 +135,7 @@ bool Engine::start_wqe(QueuePair& qp, SendWqe& w, Clock::time_point now) {
             b.access = w.bind_access;
             b.qpn = qp.qpn;
             b.qp_pd = qp.pd;
-            const int err = mrs_.bind_mw_type2(b);
+            const int err = mrs_.bind_mw_posted(b);
             w.status = err == 0 ? WcStatus::Success : WcStatus::MwBindErr;
             w.started = w.done = true;
             w.packets = 0;

@@ -17,6 +17,9 @@ AccessCheck check_mr_access(std::uint32_t flags) {
 }
 
 AccessCheck check_mw_access(std::uint32_t mw_flags, std::uint32_t parent_mr_flags) {
+    // LOCAL_WRITE means nothing for a window (it grants remote rights only);
+    // rdma_rxe and mlx5 take it among the flags and ignore it.
+    mw_flags &= ~Access::kLocalWrite;
     if ((mw_flags & ~Access::kMwKnown) != 0) {
         return {EINVAL, 0};
     }

@@ -39,7 +39,8 @@ struct AccessCheck {
 // non-optional bits are EINVAL. Local read is always allowed.
 [[nodiscard]] AccessCheck check_mr_access(std::uint32_t flags);
 
-// ibv_bind_mw(3): only remote rights and ZERO_BASED; REMOTE_WRITE or
+// ibv_bind_mw(3): only remote rights and ZERO_BASED (LOCAL_WRITE is taken
+// and dropped, as rdma_rxe and mlx5 do); REMOTE_WRITE or
 // REMOTE_ATOMIC on the window need LOCAL_WRITE on the parent MR, and the
 // parent must have been registered with MW_BIND.
 [[nodiscard]] AccessCheck check_mw_access(std::uint32_t mw_flags, std::uint32_t parent_mr_flags);

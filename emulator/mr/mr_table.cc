@@ -397,7 +397,32 @@ KeyResult MrTable::bind_mw_type1(const BindRequest& r) {
     if (mw == nullptr || mw->kind != ObjectKind::MwType1) {
         return {EINVAL, 0};
     }
-    Entry& e = *entry(mw->index);
+    // Every bind gives the window a new rkey (IBA 10.6.7.2.3).
+    const auto next_byte = static_cast<std::uint8_t>(entry(mw->index)->last_key_byte + 1);
+    const int err = bind_type1_locked(mw, r, next_byte);
+    return {err, err == 0 ? make_key(mw->index, next_byte) : 0};
+}
+
+int MrTable::bind_mw_posted(const BindRequest& r) {
+    ObjectKind kind = ObjectKind::Mr;
+    {
+        std::lock_guard lock(mutex_);
+        const Entry* e = entry(key_index(r.mw_key));
+        const Descriptor* mw = e == nullptr ? nullptr : e->desc.load(std::memory_order_relaxed);
+        if (mw == nullptr || mw->owner != r.owner) {
+            return EINVAL;
+        }
+        if (mw->kind == ObjectKind::MwType1) {
+            // ibv_bind_mw(3) posted the window's next rkey (ibv_inc_rkey of
+            // the current one), which the consumer already holds.
+            return bind_type1_locked(mw, r, key_byte(r.mw_key));
+        }
+        kind = mw->kind;
+    }
+    return kind == ObjectKind::MwType2 ? bind_mw_type2(r) : EINVAL;
+}
+
+int MrTable::bind_type1_locked(const Descriptor* mw, const BindRequest& r, std::uint8_t new_key_byte) {
     auto next = std::make_unique<Descriptor>(*mw);
     if (r.length == 0) {
         // ibv_bind_mw(3): a zero-length bind unbinds the window.
@@ -406,22 +431,20 @@ KeyResult MrTable::bind_mw_type1(const BindRequest& r) {
     } else {
         const Descriptor* mr = owned(r.mr_lkey, r.owner);
         if (mr == nullptr || mr->kind != ObjectKind::Mr || mr->pd != mw->pd || r.qp_pd != mw->pd) {
-            return {EINVAL, 0};
+            return EINVAL;
         }
         const AccessCheck ac = check_mw_access(r.access, mr->access);
         if (ac.error != 0 || !inside(*mr, r.addr, r.length)) {
-            return {EINVAL, 0};
+            return EINVAL;
         }
         unbind_locked(mw);
         *next = bound_window(*mw, *mr, r, ac.flags);
         ++entry(mr->index)->bound_windows;
     }
-    // Every bind gives the window a new rkey (IBA 10.6.7.2.3).
-    e.last_key_byte = static_cast<std::uint8_t>(e.last_key_byte + 1);
-    next->key_byte = e.last_key_byte;
-    const std::uint32_t key = next->key();
+    entry(mw->index)->last_key_byte = new_key_byte;
+    next->key_byte = new_key_byte;
     publish(mw->index, next.release());
-    return {0, key};
+    return 0;
 }
 
 int MrTable::bind_mw_type2(const BindRequest& r) {

@@ -81,6 +81,12 @@ struct KeyResult {
     std::uint32_t key = 0;
 };
 
+// ibv_advise_mr(3) on one SGE: where its bytes are in the owner's memory.
+struct PrefetchTarget {
+    int error = 0;           // 0, ENOENT (no prefetchable MR) or EFAULT (range)
+    std::uint64_t host = 0;  // the client address of the SGE's first byte
+};
+
 struct BindRequest {
     std::uint32_t owner = 0;
     std::uint32_t mw_key = 0;   // type 1: the window's current rkey; type 2: the new rkey
@@ -144,10 +150,21 @@ public:
     // Type 2 (IBV_WR_BIND_MW): the window must be free; r.mw_key carries the
     // key byte the consumer chose. Remote access then only from r.qpn.
     int bind_mw_type2(const BindRequest& r);
+    // IBV_WR_BIND_MW from a send queue, for either type: a type 1 window
+    // (ibv_bind_mw(3), which posts the bind) takes r.mw_key's key byte as
+    // its new rkey and may be bound already; a type 2 one as bind_mw_type2.
+    int bind_mw_posted(const BindRequest& r);
     // IBV_WR_LOCAL_INV (qpn absent) or a received SEND_WITH_INV (qpn of the
     // receiving QP, which must be the one the window is bound to). Only type 2
     // windows can be invalidated by a work request.
     int invalidate(std::uint32_t rkey, std::uint32_t pd, std::optional<std::uint32_t> receiving_qpn);
+
+    // ibv_advise_mr(3) prefetch of [addr, addr + length) through `lkey`
+    // (mr_prefetch.cc). As mlx5: ENOENT unless the lkey names an on-demand
+    // MR of `pd` owned by `owner`, writable when `write` (PREFETCH_WRITE);
+    // EFAULT when the range is not inside it.
+    [[nodiscard]] PrefetchTarget prefetch_target(std::uint32_t owner, std::uint32_t pd, std::uint32_t lkey,
+                                                 std::uint64_t addr, std::uint64_t length, bool write) const;
 
     // Relaxed-MR pools (relaxed_pool.h). The shared pool memory must outlive
     // the pool. Returns nullptr and sets `error` on failure.
@@ -219,6 +236,9 @@ private:
     void remove_locked(const Descriptor* d, std::size_t& count);
     int dealloc_mw_locked(const Descriptor* d);
     void unbind_locked(const Descriptor* mw);
+    // Binds (or, length 0, unbinds) a type 1 window and gives it the rkey
+    // with `new_key_byte`.
+    int bind_type1_locked(const Descriptor* mw, const BindRequest& r, std::uint8_t new_key_byte);
 
     PdTable& pds_;
     Limits limits_;

@@ -121,6 +121,7 @@ constexpr RequestType kRequests[] = {
     {UROCE_CTRL_STATS, sizeof(uroce_ctrl_hdr)},
     {UROCE_CTRL_LIST_MRS, sizeof(uroce_ctrl_list_mrs)},
     {UROCE_CTRL_RESIZE_CQ, sizeof(uroce_ctrl_resize_cq)},
+    {UROCE_CTRL_ADVISE_MR, sizeof(uroce_ctrl_advise_mr)},
 };
 
 // UROCE_FUZZ_TRACE=1: each request as it is sent, with its fds.
@@ -536,6 +537,10 @@ void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider&
             break;
         case UROCE_CTRL_DESTROY_CQ:
             as<uroce_ctrl_handle>(msg)->handle = pick(in, k.cqs);
+            break;
+        case UROCE_CTRL_ADVISE_MR:
+            as<uroce_ctrl_advise_mr>(msg)->pd = pick(in, k.pds);
+            as<uroce_ctrl_advise_mr>(msg)->lkey = pick(in, k.lkeys);
             break;
         case UROCE_CTRL_RESIZE_CQ:
             as<uroce_ctrl_resize_cq>(msg)->handle = pick(in, k.cqs);

@@ -90,6 +90,9 @@ std::size_t request_size(std::uint16_t op) {
             if (const std::size_t capture = capture_request_size(op); capture != 0) {
                 return capture;
             }
+            if (const std::size_t ext = verbs_ext_request_size(op); ext != 0) {
+                return ext;
+            }
             return queue_request_size(op);
     }
 }
@@ -817,6 +820,9 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,
                                               visible_to(c)));
         default:
+            if (verbs_ext_request_size(h.op) != 0) {
+                return dispatch_verbs_ext(c, h, msg, out, reply_fd);
+            }
             return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }
 }

@@ -133,6 +133,9 @@ private:
                            int& reply_fd);
     std::size_t create_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                           int& reply_fd);
+    // Ops 110-119: ibv_advise_mr, XRC (handlers_verbs_ext.cc).
+    std::size_t dispatch_verbs_ext(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                   std::uint8_t* out, int& reply_fd);
     // rdma_cm event channels and commands (handlers_cm.cc).
     std::size_t dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                             int received_fd);

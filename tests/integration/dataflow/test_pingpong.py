@@ -13,7 +13,10 @@ count, and neither reports invalid data or a failed completion.
 ibv_rc_pingpong also runs with -N (the ibv_wr_* send API of an extended QP,
 with and without -e) and -t (an extended CQ with completion timestamps; the
 run must then print its receive-completion clock figures, max >= average >=
-min > 0).
+min > 0), and with on-demand paging: -o (an ON_DEMAND MR, which it uses only
+when odp_caps say RC send/recv work with it), -o -O (implicit ODP: one MR for
+the whole address space) and -o -P (ibv_advise_mr PREFETCH_WRITE with FLUSH
+before the run; "Couldn't prefetch" fails it).
 
 Topologies (uroce_harness.Topology): one uroced on the loopback port, or one
 uroced per network namespace on net_af_packet over a veth pair. Exit 77
@@ -56,7 +59,9 @@ CASES = (
 # of the program's loop that any device has; its ibv_poll_cq loop tolerates
 # such an event, its ibv_start_poll loop does not.
 EXTENDED_CASES = ([("ibv_rc_pingpong", size, events, "-N") for size in (1, 4096, 65536) for events in (False, True)]
-                  + [("ibv_rc_pingpong", size, False, "-t") for size in (1, 4096, 65536)])
+                  + [("ibv_rc_pingpong", size, False, "-t") for size in (1, 4096, 65536)]
+                  + [("ibv_rc_pingpong", 4096, False, "-o"), ("ibv_rc_pingpong", 4096, False, "-o -O"),
+                     ("ibv_rc_pingpong", 4096, False, "-o -P"), ("ibv_rc_pingpong", 65536, False, "-o -O -P")])
 
 FAILURE_LINES = re.compile(r"(?m)^.*(invalid data in page|Failed status|Couldn't|Failed to|poll CQ failed|"
                            r"parse WC failed).*$")
@@ -68,7 +73,7 @@ def gid_text(ip):
 
 def pingpong_argv(endpoint, program, size, events, tcp_port, flag=None):
     argv = [program, "-d", endpoint.device, "-g", str(endpoint.gid_index), "-p", str(tcp_port), "-s", str(size),
-            "-n", str(ITERS), "-c"] + ([flag] if flag else [])
+            "-n", str(ITERS), "-c"] + (flag.split() if flag else [])
     if program != "ibv_ud_pingpong":  # UD has no path MTU
         argv += ["-m", str(endpoint.mtu)]
     if events:
@@ -133,7 +138,8 @@ def check_completion_clock(test, out, detail):
 
 
 def add_case(program, size, events, flag=None):
-    suffix = {None: "", "-N": "_new_send", "-t": "_timestamps"}[flag]
+    suffix = {None: "", "-N": "_new_send", "-t": "_timestamps", "-o": "_odp", "-o -O": "_implicit_odp",
+              "-o -P": "_odp_prefetch", "-o -O -P": "_implicit_odp_prefetch"}[flag]
     name = f"test_{program.removeprefix('ibv_')}_{size}B{'_events' if events else ''}{suffix}"
     setattr(PingpongTests, name, lambda self: self.run_case(program, size, events, flag))
 

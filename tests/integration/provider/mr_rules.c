@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "verbs_check.h"
@@ -31,6 +32,22 @@ static struct ibv_qp* make_qp(struct ibv_pd* pd, struct ibv_cq* cq) {
     return ibv_create_qp(pd, &a);
 }
 
+/* The bind's completion within 5 s: -1 if none came. */
+static int bind_status(struct ibv_qp* qp) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    struct ibv_wc wc;
+    int n = 0;
+    do {
+        n = ibv_poll_cq(qp->send_cq, 1, &wc);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    } while (n == 0 && now.tv_sec - start.tv_sec <= 5);
+    return n == 1 && wc.opcode == IBV_WC_BIND_MW ? (int)wc.status : -1;
+}
+
+/* ibv_bind_mw(3) posts the bind to the QP: returns 0 when it completes
+ * successfully, EINVAL when it is refused at once or completes
+ * IBV_WC_MW_BIND_ERR (then the QP, in the error state, is connected again). */
 static int bind(struct ibv_qp* qp, struct ibv_mw* mw, struct ibv_mr* mr, uint64_t addr, uint64_t len, unsigned acc) {
     struct ibv_mw_bind b;
     memset(&b, 0, sizeof b);
@@ -40,7 +57,18 @@ static int bind(struct ibv_qp* qp, struct ibv_mw* mw, struct ibv_mr* mr, uint64_
     b.bind_info.addr = addr;
     b.bind_info.length = len;
     b.bind_info.mw_access_flags = acc;
-    return ibv_bind_mw(qp, mw, &b);
+    const int err = ibv_bind_mw(qp, mw, &b);
+    if (err != 0) {
+        return err;
+    }
+    const int status = bind_status(qp);
+    if (status == IBV_WC_MW_BIND_ERR) {
+        struct ibv_qp_attr reset = {.qp_state = IBV_QPS_RESET};
+        ibv_modify_qp(qp, &reset, IBV_QP_STATE);
+        connect_rc_to_own_address(qp, qp->qp_num, 0, 14);
+        return EINVAL;
+    }
+    return status == IBV_WC_SUCCESS ? 0 : -1;
 }
 
 /* A second process cannot name the first one's objects: it gets EINVAL as
@@ -115,7 +143,8 @@ int main(void) {
     check(mr->addr == buf && mr->length == BUF_LEN && mr->pd == pd && mr->context == ctx && mr->lkey != 0,
           "the ibv_mr describes the registration");
 
-    /* Windows are bound through a QP (type 1: ibv_bind_mw). */
+    /* Windows are bound through a QP (type 1: ibv_bind_mw posts the bind to
+     * its send queue), here one connected to itself. */
     struct ibv_cq* cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
     check(cq != NULL, "ibv_create_cq");
     struct ibv_qp* qp = cq != NULL ? make_qp(pd, cq) : NULL;
@@ -123,6 +152,7 @@ int main(void) {
     if (qp == NULL) {
         return 1;
     }
+    connect_rc_to_own_address(qp, qp->qp_num, 0, 14);
 
     /* iova honoured: windows bind in the MR's iova space, not at its address. */
     struct ibv_mr* mr_iova = check_ptr(ibv_reg_mr_iova(pd, buf2, BUF_LEN, IOVA, lw | IBV_ACCESS_MW_BIND), 0,
@@ -148,8 +178,9 @@ int main(void) {
     struct ibv_mr* zb = check_ptr(ibv_reg_mr(pd, buf2, BUF_LEN, lw | IBV_ACCESS_ZERO_BASED | IBV_ACCESS_MW_BIND), 0,
                                   "ibv_reg_mr ZERO_BASED");
     if (zb != NULL && mw != NULL) {
-        check_ret(bind(qp, mw, zb, 0, 4096, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ZERO_BASED), 0,
-                  "bind at offset 0 of the ZERO_BASED MR");
+        check_ret(bind(qp, mw, zb, 0, 4096, IBV_ACCESS_REMOTE_READ), 0, "bind at offset 0 of the ZERO_BASED MR");
+        check_ret(bind(qp, mw, zb, 0, 4096, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_ZERO_BASED), EINVAL,
+                  "a ZERO_BASED type 1 window (IBA o10-36.2.2)");
         check_ret(bind(qp, mw, zb, BUF_LEN, 4096, IBV_ACCESS_REMOTE_READ), EINVAL, "bind past its end");
         check_ret(bind(qp, mw, NULL, 0, 0, 0), 0, "unbind");
         check_ret(ibv_dereg_mr(zb), 0, "ibv_dereg_mr of the ZERO_BASED MR");

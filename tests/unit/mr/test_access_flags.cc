@@ -93,8 +93,11 @@ TEST(AccessFlags, WindowFlags) {
     EXPECT_EQ(check_mw_access(Access::kRemoteAtomic | Access::kZeroBased, parent).flags,
               Access::kRemoteAtomic | Access::kZeroBased);
     EXPECT_EQ(check_mw_access(0, parent).error, 0);
-    // Only remote rights and ZERO_BASED.
-    for (std::uint32_t f : {Access::kLocalWrite, Access::kMwBind, Access::kOnDemand, Access::kHugetlb,
+    // LOCAL_WRITE is taken and dropped (rdma_rxe and mlx5 accept it).
+    EXPECT_EQ(check_mw_access(Access::kRemoteRead | Access::kLocalWrite, parent).error, 0);
+    EXPECT_EQ(check_mw_access(Access::kRemoteRead | Access::kLocalWrite, parent).flags, Access::kRemoteRead);
+    // Otherwise only remote rights and ZERO_BASED.
+    for (std::uint32_t f : {Access::kMwBind, Access::kOnDemand, Access::kHugetlb,
                             Access::kRelaxedOrdering, 1u << 12, 1u << 25}) {
         EXPECT_EQ(check_mw_access(Access::kRemoteRead | f, parent).error, EINVAL) << "flag 0x" << std::hex << f;
     }

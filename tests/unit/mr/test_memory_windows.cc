@@ -43,6 +43,36 @@ protected:
 
 // ---- type 1 ----
 
+// ibv_bind_mw(3) posts the bind on the send queue with the window's next
+// rkey (ibv_inc_rkey): the engine binds to exactly that key, rebinding a
+// bound window, and a zero-length one unbinds.
+TEST_F(Windows, PostedType1BindTakesTheKeyTheConsumerChose) {
+    const std::uint32_t mw = alloc(MwType::Type1);
+    const std::uint32_t next = make_key(key_index(mw), static_cast<std::uint8_t>(key_byte(mw) + 1));
+    ASSERT_EQ(table.bind_mw_posted(bind_req(next, 0, 4096, kRR | kRW | Access::kLocalWrite)), 0);
+    EXPECT_EQ(wr(next, buf + 8, 8).status, CheckStatus::Ok);
+    EXPECT_EQ(wr(mw, buf + 8, 8).status, CheckStatus::RkeyInvalid);
+    const std::uint32_t again = make_key(key_index(mw), static_cast<std::uint8_t>(key_byte(next) + 1));
+    ASSERT_EQ(table.bind_mw_posted(bind_req(again, 8192, 4096, kRR)), 0) << "a bound type 1 window rebinds";
+    EXPECT_EQ(rd(again, buf + 8192, 8).status, CheckStatus::Ok);
+    EXPECT_EQ(rd(next, buf + 8, 8).status, CheckStatus::RkeyInvalid);
+    EXPECT_EQ(table.bind_mw_posted(bind_req(again, kBufBytes - 8, 4096, kRR)), EINVAL) << "past the MR";
+    BindRequest unbind = bind_req(make_key(key_index(mw), static_cast<std::uint8_t>(key_byte(again) + 1)), 0, 0, 0);
+    unbind.mr_lkey = 0;
+    ASSERT_EQ(table.bind_mw_posted(unbind), 0);
+    EXPECT_EQ(rd(unbind.mw_key, buf, 8).status, CheckStatus::RkeyInvalid) << "unbound";
+    EXPECT_EQ(table.dereg_mr(mr, kOwner), 0) << "nothing pins the MR after the unbind";
+}
+
+TEST_F(Windows, PostedBindOfAnotherOwnersWindowIsRefused) {
+    const std::uint32_t mw = alloc(MwType::Type1);
+    BindRequest b = bind_req(make_key(key_index(mw), 7), 0, 4096, kRR);
+    b.owner = kOwner + 1;
+    EXPECT_EQ(table.bind_mw_posted(b), EINVAL);
+    EXPECT_EQ(table.bind_mw_posted(bind_req(make_key(key_index(mr), 7), 0, 4096, kRR)), EINVAL) << "an MR's key";
+}
+
+
 TEST_F(Windows, Type1BindGivesANewRkeyEachTime) {
     const std::uint32_t mw = alloc(MwType::Type1);
     EXPECT_EQ(rd(mw, buf, 8).status, CheckStatus::RkeyInvalid) << "not bound yet";
@@ -115,9 +145,16 @@ TEST_F(Windows, WriteOrAtomicWindowNeedsLocalWriteOnTheMr) {
     const KeyResult ok = table.bind_mw_type1(b);
     ASSERT_EQ(ok.error, 0);
     EXPECT_EQ(rd(ok.key, buf, 8).status, CheckStatus::Ok);
-    // Window flags outside remote rights and ZERO_BASED are refused.
+    // LOCAL_WRITE among the window's flags is taken and dropped (rdma_rxe and
+    // mlx5 accept it); other flags outside remote rights and ZERO_BASED are
+    // refused.
     b.mw_key = ok.key;
     b.access = kRR | kLW;
+    const KeyResult with_local_write = table.bind_mw_type1(b);
+    ASSERT_EQ(with_local_write.error, 0);
+    EXPECT_EQ(wr(with_local_write.key, buf, 8).status, CheckStatus::RemoteAccessNotGranted) << "no write right";
+    b.mw_key = with_local_write.key;
+    b.access = kRR | Access::kMwBind;
     EXPECT_EQ(table.bind_mw_type1(b).error, EINVAL);
 }
 

@@ -81,6 +81,15 @@ TEST_F(QpInitAttrEx, EveryOpcodeOfTheTypeIsAccepted) {
     EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), 0);
 }
 
+// XRC is not offered: an XRC target QP (an XRCD, no PD) is EOPNOTSUPP, as
+// an XRC initiator is, not EINVAL for the missing PD.
+TEST_F(QpInitAttrEx, XrcTargetWithoutPdIsEopnotsupp) {
+    attr_.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+    attr_.pd = nullptr;
+    attr_.qp_type = IBV_QPT_XRC_RECV;
+    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EOPNOTSUPP);
+}
+
 TEST_F(QpInitAttrEx, NoPdIsEinval) {
     attr_.comp_mask &= ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD);
     EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EINVAL);
