@@ -5,6 +5,7 @@
 #include "env_command.h"
 #include "stats_command.h"
 #include "status_command.h"
+#include "testbed_command.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"uroce: tools for the uroce software RoCEv2 device"};
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
     uroce::tools::add_env_commands(app);
     uroce::tools::add_status_command(app);
     uroce::tools::add_stats_command(app);
+    uroce::tools::add_testbed_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
