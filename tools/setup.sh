@@ -22,6 +22,7 @@ packages=(
   # rdma_cm through the emulated ucma device (docs/rdmacm-device.md)
   rdmacm-utils librdmacm-dev linux-libc-dev  # rping, ucmatose, rstream...; rdma/rdma_user_cm.h
   ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
+  dpkg-dev           # tools/make-deb.sh: dpkg-shlibdeps (dpkg-deb is in dpkg)
 )
 
 missing=()
