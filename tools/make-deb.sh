@@ -65,6 +65,15 @@ mapfile -t elves < <(find "$staging" -type f \( -perm -u+x -o -name '*.so' \) -e
 shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e "${elves[@]}" 2>"$work/shlibdeps.log" |
   sed -n 's/^shlibs:Depends=//p') || { cat "$work/shlibdeps.log" >&2; exit 1; }
 
+# The af_packet port (the testbed's, and uroced@IFACE's) is a DPDK driver
+# the EAL loads at run time from its plugin directory: dpkg-shlibdeps cannot
+# see it, so its package is named here.
+extra=iproute2
+if grep -q librte-eal <<<"$shlibs"; then
+  pmd=$(dpkg -S '*/dpdk/pmds-*/librte_net_af_packet.so.*' 2>/dev/null | head -1 | cut -d: -f1)
+  extra+=${pmd:+, $pmd}
+fi
+
 mkdir -p "$staging/DEBIAN"
 installed_size=$(du -sk --exclude=DEBIAN "$staging" | cut -f1)
 cat >"$staging/DEBIAN/control" <<CONTROL
@@ -73,7 +82,7 @@ Version: $deb_version
 Architecture: $arch
 Maintainer: uroce developers <uroce@localhost>
 Installed-Size: $installed_size
-Depends: $shlibs, iproute2
+Depends: $shlibs, $extra
 Recommends: ibverbs-utils
 Section: net
 Priority: optional

@@ -140,6 +140,8 @@ class DebTests(unittest.TestCase):
             self.assertEqual(fields["Package"], "uroce")
             for dep in ("libibverbs1", "libc6", "iproute2"):
                 self.assertIn(dep, fields["Depends"])
+            if "librte-eal" in fields["Depends"]:  # the af_packet driver, loaded at run time
+                self.assertIn("librte-net-af-packet", fields["Depends"])
             conffiles = subprocess.run(["dpkg-deb", "--ctrl-tarfile", deb], capture_output=True, check=True).stdout
             self.assertIn(b"conffiles", conffiles)
 

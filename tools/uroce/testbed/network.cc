@@ -38,9 +38,13 @@ std::string each(std::initializer_list<std::vector<std::string>> steps) {
     return {};
 }
 
-std::string sysctl_in(const std::string& netns, const std::string& key, const std::string& value) {
-    const CommandResult r = run_command({"ip", "netns", "exec", netns, "sysctl", "-qw", key + "=" + value});
-    return r.ok() ? std::string{} : fmt::format("sysctl {}={} in {}: {}", key, value, netns, r.output);
+// Sets a per-namespace sysctl by writing its /proc/sys file from inside the
+// namespace (sh is essential in Debian; procps's sysctl may be absent, as
+// in the debian:12 container image).
+std::string sysctl_in(const std::string& netns, const std::string& file, const std::string& value) {
+    const CommandResult r = run_command({"ip", "netns", "exec", netns, "sh", "-c", "echo \"$1\" > \"$2\"", "sh",
+                                         value, file});
+    return r.ok() ? std::string{} : fmt::format("setting {} to {} in {}: {}", file, value, netns, r.output);
 }
 
 }  // namespace
@@ -80,6 +84,14 @@ std::string make_links(const Plan& plan) {
                    mtu, "netns", b.netns});
     }
     const std::string& br = plan.bridge_netns;
+    // The bridge namespace has no addresses of its own: no IPv6 there, so
+    // its interfaces add no router solicitations or MLD to the nodes' wire.
+    for (const char* conf : {"all", "default"}) {
+        if (std::string err = sysctl_in(br, fmt::format("/proc/sys/net/ipv6/conf/{}/disable_ipv6", conf), "1");
+            !err.empty()) {
+            return err;
+        }
+    }
     // No STP: the ports forward at once (no 15 s listening and learning).
     if (std::string err = each({{"-n", br, "link", "add", kBridge, "mtu", mtu, "type", "bridge", "stp_state", "0"},
                                 {"-n", br, "link", "set", kBridge, "up"}});
@@ -100,7 +112,7 @@ std::string make_links(const Plan& plan) {
 std::string configure_node(const Plan& plan, const NodePlan& n) {
     // The kernel would send router solicitations on the link; the RoCE
     // frames are easier to read in a capture without them.
-    if (std::string err = sysctl_in(n.netns, fmt::format("net.ipv6.conf.{}.router_solicitations", n.ifname), "0");
+    if (std::string err = sysctl_in(n.netns, fmt::format("/proc/sys/net/ipv6/conf/{}/router_solicitations", n.ifname), "0");
         !err.empty()) {
         return err;
     }
