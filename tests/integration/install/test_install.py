@@ -88,9 +88,9 @@ else
   mount --bind "$root$prefix" "$prefix"
 fi
 mount -t tmpfs none /run   # the default state directory /run/uroce, private to this namespace
-"$root$bindir/uroced" --port loopback --ip 192.0.2.1 >/run/uroce/uroced.log 2>&1 &
+"$root$bindir/uroced" --port loopback --ip 192.0.2.1 >/run/uroced.log 2>&1 &
 daemon=$!
-trap 'kill $daemon; wait $daemon || true' EXIT
+trap 'kill $daemon; wait $daemon || true; cat /run/uroced.log >&2' EXIT
 "$root$bindir/uroce" status --wait 30 >/dev/null
 echo "--- env"
 "$root$bindir/uroce" env
