@@ -9,7 +9,8 @@ usage: test_testbed.py UROCED UROCE BYTE_CHECK
   and on IPv6, and byte_check (every byte of WRITE, READ, SEND, and the
   remote access errors) between n1 and n2; then `down` leaves no
   namespace, state directory or record.
-- Three nodes (a bridge in its own namespace): a ping-pong between n3 and n1.
+- Three nodes (a bridge in its own namespace), MTU 9000: a ping-pong with
+  a 4096-byte path MTU between n3 and n1.
 - After a crash: one node's uroced is SIGKILLed and its PID handed (in the
   record) to an unrelated process, as if the kernel had reused it; `down`
   removes everything, stops the other daemon, leaves that process alone,
@@ -133,13 +134,16 @@ def harness_alive(pid):
 class BridgeTests(unittest.TestCase):
     def test_three_nodes_on_a_bridge(self):
         name = testbed_name("b")
-        tb = harness.Testbed(UROCE, name, "--nodes", "3")
+        tb = harness.Testbed(UROCE, name, "--nodes", "3", "--mtu", "9000")
         try:
             self.assertIn("3 nodes joined by a bridge", tb.up.stdout)
+            self.assertIn("MTU 9000", tb.up.stdout)
+            for node in tb.nodes:  # a 9000-byte Ethernet MTU carries a 4096-byte path MTU (docs/daemon.md)
+                self.assertEqual(node.active_mtu(), 4096, node.status_text)
             self.assertEqual(sorted(namespaces_of(name)),
                              [f"uroce-{name}-br", f"uroce-{name}-n1", f"uroce-{name}-n2", f"uroce-{name}-n3"])
             pingpong(self, tb, tb.nodes[0], tb.nodes[2], tb.server.gid_index, tb.nodes[0].ip)
-            sys.stderr.write("    3 nodes: ibv_rc_pingpong n3 -> n1 over the bridge: ok\n")
+            sys.stderr.write("    3 nodes, MTU 9000: ibv_rc_pingpong -m 4096 n3 -> n1 over the bridge: ok\n")
         finally:
             down = tb.down()
             tb.close()

@@ -25,6 +25,7 @@ constexpr auto kPollInterval = std::chrono::milliseconds(20);
 
 struct ProcStat {
     char state = '?';  // R, S, D, Z, ...
+    pid_t ppid = 0;
     std::uint64_t start_time = 0;
 };
 
@@ -43,9 +44,9 @@ std::optional<ProcStat> read_stat(pid_t pid) {
     }
     std::istringstream rest(text.substr(close + 1));
     ProcStat s;
-    rest >> s.state;
+    rest >> s.state >> s.ppid;
     std::string skip;
-    for (int field = 4; field < 22; ++field) {  // fields 4 (ppid) to 21
+    for (int field = 5; field < 22; ++field) {  // fields 5 (pgrp) to 21
         rest >> skip;
     }
     rest >> s.start_time;
@@ -112,6 +113,9 @@ DaemonState daemon_state(const DaemonRecord& d) {
     if (st->state == 'Z' || st->state == 'X') {
         return DaemonState::Gone;
     }
+    if (st->ppid == ::getpid()) {
+        return DaemonState::Running;  // our child (during `up`), maybe not exec'ed yet
+    }
     // Same start time: the same process, as uroced or (for the first
     // milliseconds) as the `ip netns exec` about to become it.
     const auto cmdline = read_cmdline(d.pid);
@@ -160,13 +164,18 @@ DaemonRecord start_daemon(const std::string& netns, const std::vector<std::strin
 Readiness wait_ready(const DaemonRecord& d, const std::string& socket_path, std::chrono::milliseconds timeout) {
     const auto deadline = Clock::now() + timeout;
     for (;;) {
-        reap_if_child(d.pid);
-        if (daemon_state(d) != DaemonState::Running) {
+        // The daemon is our child here: waitpid says exactly when it ends.
+        // (Its command line is no test yet: until `ip` has exec'ed it, the
+        // child runs our own.)
+        int status = 0;
+        const pid_t ended = ::waitpid(d.pid, &status, WNOHANG);
+        if (ended == d.pid || (ended < 0 && errno == ECHILD && daemon_state(d) == DaemonState::Gone)) {
             return Readiness::Exited;
         }
         abi::ControlClient probe;
         if (probe.connect(socket_path) == 0) {
-            return Readiness::Ready;
+            // Answering, so exec'ed: now it must be the recorded uroced.
+            return daemon_state(d) == DaemonState::Running ? Readiness::Ready : Readiness::Exited;
         }
         if (Clock::now() >= deadline) {
             return Readiness::TimedOut;
