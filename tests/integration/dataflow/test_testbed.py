@@ -233,9 +233,9 @@ class LossTests(unittest.TestCase):
         name = testbed_name("l")
         tb = harness.Testbed(UROCE, name, "--loss", "5%")
         try:
-            self.assertIn("5% loss each way (uroced --fault drop:rate=5%,dir=both)", tb.up.stdout)
+            self.assertIn("5% loss each way (uroced --fault drop:rate=5%,dir=tx)", tb.up.stdout)
             for node in tb.record["nodes"]:
-                self.assertIn("drop:rate=5%,dir=both", node["argv"])
+                self.assertIn("drop:rate=5%,dir=tx", node["argv"])
             pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip)
         finally:
             down = tb.down()

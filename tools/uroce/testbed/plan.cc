@@ -89,7 +89,7 @@ std::optional<Wire> parse_wire(const std::string& text) {
     return std::nullopt;
 }
 
-std::string loss_fault_rule(double percent) { return fmt::format("drop:rate={:g}%,dir=both", percent); }
+std::string loss_fault_rule(double percent) { return fmt::format("drop:rate={:g}%,dir=tx", percent); }
 
 std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced) {
     // The flags the dataflow tests give their two daemons on a veth

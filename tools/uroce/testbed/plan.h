@@ -70,7 +70,10 @@ inline constexpr unsigned kIpv6GidIndex = 3;
 
 [[nodiscard]] const char* wire_name(Wire w);
 [[nodiscard]] std::optional<Wire> parse_wire(const std::string& text);
-// "drop:rate=P%,dir=both", the uroced --fault rule for --loss P%.
+// "drop:rate=P%,dir=tx", the uroced --fault rule for --loss P% (docs/ci-testbed.md):
+// each frame leaves through exactly one daemon's tx, so every direction of
+// every link loses P%; dir=both would count each frame twice (the sender's
+// tx and the receiver's rx), about 2P%.
 [[nodiscard]] std::string loss_fault_rule(double percent);
 // uroced's command line for one node (without the `ip netns exec` prefix).
 [[nodiscard]] std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced);
