@@ -33,7 +33,8 @@ run_suites() {  # run_suites DIR meson-test-args...
 }
 
 echo "== build (warnings as errors)"
-configure build-test -Dwerror=true
+# --prefix=/usr: the layout of the Debian package, so install_deb can package this build
+configure build-test -Dwerror=true --prefix=/usr
 ninja -C build-test
 run_suites build-test --suite unit --suite integration --suite dataflow --suite interop
 

@@ -27,6 +27,7 @@ packages=(
   tcpdump                   # what uroce sends is visible on the interface (dataflow_veth_capture)
   # the interop suite: the kernel's rdma_rxe in a QEMU guest (docs/interop.md)
   qemu-system-x86 busybox-static
+  dpkg-dev           # tools/make-deb.sh: dpkg-shlibdeps (dpkg-deb is in dpkg)
 )
 
 missing=()

@@ -530,3 +530,105 @@ def set_binaries(uroced, uroce):
 
 def _binaries():
     return _UROCED, _UROCE
+
+
+class TestbedNode:
+    """One node of a `uroce testbed` (docs/ci-testbed.md), seen as a Daemon
+    is by run_pair and Endpoint: its programs run through `uroce testbed
+    exec`."""
+
+    def __init__(self, uroce, testbed, env, info):
+        self.uroce, self.testbed, self.env = uroce, testbed, env
+        self.node = info["node"]
+        self.name = info["device"]
+        self.ip = info["ipv4"]
+        self.ipv6 = info["ipv6"]
+        self.netns = info["netns"]
+        self.state = info["state_dir"]
+        self.log_path = info["log"]
+        self.pid = info["pid"]
+        r = subprocess.run([uroce, "status", "--state-dir", self.state, "--device", self.name], capture_output=True,
+                           text=True, timeout=30, env=env)
+        if r.returncode != 0:
+            raise AssertionError(f"{self.node}: uroce status failed: {r.stderr}")
+        self.status_text = r.stdout
+
+    gid_index = Daemon.gid_index
+    active_mtu = Daemon.active_mtu
+
+    def __repr__(self):
+        return f"TestbedNode({self.testbed}/{self.node})"
+
+    def exec_argv(self, *argv):
+        return ["env", f"UROCE_TESTBED_DIR={self.env['UROCE_TESTBED_DIR']}", "stdbuf", "-oL", "-eL", self.uroce,
+                "testbed", "exec", "--name", self.testbed, self.node, "--", *argv]
+
+    def alive(self):
+        try:
+            with open(f"/proc/{self.pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+
+    def log_text(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return "(no log)"
+
+
+class Testbed:
+    """`uroce testbed up` with its records in a directory of this test
+    (UROCE_TESTBED_DIR), `down` on close(), also on SIGTERM. server is node
+    n1, client node n2 reaching n1's address (as Topology does)."""
+
+    def __init__(self, uroce, name, *up_args):
+        self.uroce = uroce
+        self.name = name
+        self.tmp = tempfile.TemporaryDirectory(prefix=f"uroce-testbed-{name}-")
+        self.env = dict(os.environ, UROCE_TESTBED_DIR=self.tmp.name)
+        _track(self)
+        self.up = self.run("up", "--name", name, *up_args)
+        if self.up.returncode != 0:
+            self.close()
+            raise RuntimeError(f"uroce testbed up failed:\n{self.up.stdout}\n{self.up.stderr}")
+        self.record = self.status_json()
+        self.nodes = [TestbedNode(uroce, name, self.env, n) for n in self.record["nodes"]]
+        self.server = Endpoint(self.nodes[0], self.nodes[0].ip)
+        self.client = Endpoint(self.nodes[1], self.nodes[0].ip)
+
+    def __repr__(self):
+        return f"Testbed({self.name})"
+
+    def run(self, *args, timeout=120):
+        return subprocess.run([self.uroce, "testbed", *args], capture_output=True, text=True, timeout=timeout,
+                              env=self.env)
+
+    def status_json(self):
+        r = self.run("status", "--json", self.name)
+        records = json.loads(r.stdout) if r.stdout.strip() else []
+        if len(records) != 1:
+            raise AssertionError(f"uroce testbed status --json {self.name}: {r.stdout}\n{r.stderr}")
+        return records[0]
+
+    def describe(self):
+        return f"uroce testbed {self.name}: " + ", ".join(f"{n.node} {n.ip} in {n.netns}" for n in self.nodes)
+
+    def daemon_logs(self):
+        return "\n".join(f"--- uroced {n.node} log (last lines)\n{tail(n.log_text(), 30)}" for n in self.nodes)
+
+    def dead_daemons(self):
+        return [n.node for n in getattr(self, "nodes", []) if not n.alive()]
+
+    def down(self):
+        """`uroce testbed down`; returns its CompletedProcess."""
+        _untrack(self)
+        return self.run("down", self.name)
+
+    def close(self):
+        if self in _live:
+            r = self.down()
+            if r.returncode != 0:
+                print(f"uroce testbed down {self.name}: {r.stdout}{r.stderr}", file=sys.stderr)
+        self.tmp.cleanup()

@@ -21,9 +21,13 @@ struct DeviceLocation {
 
 // The provider plugin as RDMAV_DRIVERS wants it: the path without the
 // "-rdmav34.so" suffix libibverbs appends. Prefers the build tree next to
-// this executable, then the install location. Empty when neither exists.
+// this executable, then where `meson install` puts it (libibverbs' provider
+// directory, docs/install.md). Empty when neither exists.
 [[nodiscard]] std::string provider_driver_path();
 // The preload library that gives ibv_create_comp_channel a real channel.
 [[nodiscard]] std::string preload_library_path();
+// The uroced to start (uroce testbed): the build tree's beside this uroce,
+// else the installed one, else the first in PATH. Empty when none.
+[[nodiscard]] std::string daemon_path();
 
 }  // namespace uroce::tools

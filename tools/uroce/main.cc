@@ -8,6 +8,7 @@
 #include "explain_command.h"
 #include "stats_command.h"
 #include "status_command.h"
+#include "testbed_command.h"
 
 int main(int argc, char** argv) {
     CLI::App app{"uroce: tools for the uroce software RoCEv2 device"};
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
     uroce::tools::add_status_command(app);
     uroce::tools::add_stats_command(app);
     uroce::tools::add_fault_command(app);
+    uroce::tools::add_testbed_command(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

@@ -35,6 +35,7 @@
 #endif
 #include "device/device.h"
 #include "device_node.h"
+#include "dpdk_instance.h"
 #include "fault/rule_parse.h"
 #include "instance_lock.h"
 #include "log.h"
@@ -54,18 +55,6 @@ uroce::wire::MacAddr loopback_mac(const std::string& name) {
     const std::size_t h = std::hash<std::string>{}(name);
     return {0x02, 0x75, static_cast<std::uint8_t>(h >> 24), static_cast<std::uint8_t>(h >> 16),
             static_cast<std::uint8_t>(h >> 8), static_cast<std::uint8_t>(h)};
-}
-
-// What separates this daemon's DPDK files (/var/run/dpdk/uroce-<this>)
-// from those of others: the device name and the state directory, since two
-// daemons of one name in two network namespaces share /var/run. FNV-1a
-// (stable across builds, unlike std::hash) of the absolute state directory.
-std::string dpdk_instance(const std::string& name, const std::filesystem::path& state_dir) {
-    std::uint32_t h = 2166136261u;  // FNV-1a 32-bit offset basis
-    for (const char c : std::filesystem::absolute(state_dir).lexically_normal().string()) {
-        h = (h ^ static_cast<std::uint8_t>(c)) * 16777619u;  // FNV prime
-    }
-    return fmt::format("{}-{:08x}", name, h);
 }
 
 // Takes the state directory's lock for `name`; false (logged) when another
@@ -333,7 +322,7 @@ int main(int argc, char** argv) {
 #ifdef UROCE_HAVE_DPDK
             port::DpdkPortOptions options;
             options.mtu = mtu;
-            nic = std::make_unique<port::DpdkPort>(port_spec, dpdk_instance(name, state_dir), options);
+            nic = std::make_unique<port::DpdkPort>(port_spec, daemon::dpdk_instance(name, state_dir), options);
             const auto& info = nic->info();
             cfg.port.mac = info.mac;
             cfg.port.netdev_mtu = info.mtu;  // the effective MTU, after the port clamped --mtu

@@ -1,0 +1,114 @@
+#include "plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+namespace uroce::tools::testbed {
+
+namespace {
+
+// The device every node's uroced publishes: each node has its own state
+// directory, so all can use the name a single host would (like mlx5_0 on
+// every machine of a cluster), and a program runs unchanged on any node.
+constexpr const char* kDevice = "uroce0";
+// The node's end of its link, in its own namespace.
+constexpr const char* kNodeInterface = "veth0";
+
+bool name_char_ok(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; }
+
+}  // namespace
+
+std::string Plan::record_path() const { return fmt::format("{}/testbed-{}.json", options.state_root, options.name); }
+
+std::string Plan::state_dir() const { return fmt::format("{}/testbed-{}", options.state_root, options.name); }
+
+std::vector<std::string> Plan::namespaces() const {
+    std::vector<std::string> out;
+    if (joint == Joint::Bridge) {
+        out.push_back(bridge_netns);
+    }
+    for (const auto& n : nodes) {
+        out.push_back(n.netns);
+    }
+    return out;
+}
+
+std::string check_options(const Options& o) {
+    if (o.name.empty() || o.name.size() > kMaxNameLength || !std::all_of(o.name.begin(), o.name.end(), name_char_ok)) {
+        return fmt::format("--name \"{}\": 1 to {} letters, digits, '-' or '_'", o.name, kMaxNameLength);
+    }
+    if (o.nodes < 2 || o.nodes > kMaxNodes) {
+        return fmt::format("--nodes {}: 2 to {}", o.nodes, kMaxNodes);
+    }
+    if (o.loss_percent && !(*o.loss_percent >= 0.0 && *o.loss_percent <= 100.0)) {
+        return fmt::format("--loss {}: a percentage from 0 to 100", *o.loss_percent);
+    }
+    if (o.state_root.empty() || o.state_root.front() != '/') {
+        return fmt::format("state directory \"{}\": must be an absolute path", o.state_root);
+    }
+    return {};
+}
+
+Plan make_plan(const Options& o) {
+    Plan p;
+    p.options = o;
+    p.joint = o.nodes == 2 ? Joint::VethPair : Joint::Bridge;
+    if (p.joint == Joint::Bridge) {
+        p.bridge_netns = fmt::format("uroce-{}-br", o.name);
+    }
+    for (unsigned k = 1; k <= o.nodes; ++k) {
+        NodePlan n;
+        n.node = fmt::format("n{}", k);
+        n.netns = fmt::format("uroce-{}-{}", o.name, n.node);
+        n.ifname = kNodeInterface;
+        n.ipv4 = fmt::format("{}{}", kIpv4Prefix, k);
+        n.ipv6 = fmt::format("{}{:x}", kIpv6Prefix, k);
+        n.device = kDevice;
+        n.state_dir = fmt::format("{}/{}", p.state_dir(), n.node);
+        n.log_path = n.state_dir + "/uroced.log";
+        p.nodes.push_back(std::move(n));
+    }
+    return p;
+}
+
+const char* wire_name(Wire w) {
+    switch (w) {
+        case Wire::Veth:
+            return "veth";
+    }
+    return "?";
+}
+
+std::optional<Wire> parse_wire(const std::string& text) {
+    if (text == "veth") {
+        return Wire::Veth;
+    }
+    return std::nullopt;
+}
+
+std::string loss_fault_rule(double percent) { return fmt::format("drop:rate={:g}%,dir=tx", percent); }
+
+std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced) {
+    // The flags the dataflow tests give their two daemons on a veth
+    // (tests/integration/uroce_harness.py), plus the IPv6 address.
+    std::vector<std::string> argv = {uroced,       "--port", "net_af_packet0,iface=" + node.ifname,
+                                     "--ip",       node.ipv4, "--ip",
+                                     node.ipv6,    "--name", node.device,
+                                     "--state-dir", node.state_dir, "--mtu",
+                                     std::to_string(plan.options.mtu)};
+    if (plan.options.loss_percent && *plan.options.loss_percent > 0.0) {
+        argv.emplace_back("--fault");
+        argv.push_back(loss_fault_rule(*plan.options.loss_percent));
+    }
+    return argv;
+}
+
+std::string default_state_root() {
+    const char* env = std::getenv("UROCE_TESTBED_DIR");
+    return env != nullptr && *env != '\0' ? env : "/run/uroce";
+}
+
+}  // namespace uroce::tools::testbed
