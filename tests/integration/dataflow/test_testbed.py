@@ -51,7 +51,21 @@ def namespaces_of(name):
     return [line.split()[0] for line in r.stdout.splitlines() if line.startswith(f"uroce-{name}-")]
 
 
-def pingpong(test, tb, server_node, client_node, gid_index, tcp_host):
+def last_ack_lost(result):
+    """ibv_rc_pingpong has no closing handshake: when the ACK of the last
+    SEND is lost, the peer has received everything, exits and destroys its
+    QP, and the sender retries into nothing until retry_cnt runs out (on any
+    RC device). Under injected loss that is a correct outcome: one side
+    finished every iteration, the other failed only its last SEND (wr_id 2,
+    PINGPONG_SEND_WRID) with RETRY_EXC_ERR."""
+    sides = [result.server, result.client]
+    finished = [s for s in sides if s.returncode == 0 and re.search(rf"(?m)^{ITERS} iters in ", s.output)]
+    failed = [s for s in sides if s not in finished]
+    return (len(finished) == 1 and len(failed) == 1 and failed[0].killed is None and
+            re.search(r"transport retry counter exceeded \(12\) for wr_id 2\b", failed[0].output) is not None)
+
+
+def pingpong(test, tb, server_node, client_node, gid_index, tcp_host, lossy=False):
     port = harness.free_tcp_port()
     base = ["ibv_rc_pingpong", "-d", "uroce0", "-g", str(gid_index), "-p", str(port), "-s", str(SIZE), "-n",
             str(ITERS), "-c", "-m", str(server_node.active_mtu())]
@@ -64,6 +78,9 @@ def pingpong(test, tb, server_node, client_node, gid_index, tcp_host):
 
     result = harness.run_pair(Pair, base, base + [tcp_host], port, timeout=120)
     detail = result.describe()
+    if lossy and not result.ok() and last_ack_lost(result):
+        sys.stderr.write("    the last SEND's ACK was lost after its peer exited (RETRY_EXC_ERR on that side)\n")
+        return
     test.assertTrue(result.ok(), f"{result.summary()}\n{detail}")
     for side in (result.server, result.client):
         moved = re.search(r"(?m)^(\d+) bytes in [\d.]+ seconds", side.output)
@@ -236,7 +253,7 @@ class LossTests(unittest.TestCase):
             self.assertIn("5% loss each way (uroced --fault drop:rate=5%,dir=tx)", tb.up.stdout)
             for node in tb.record["nodes"]:
                 self.assertIn("drop:rate=5%,dir=tx", node["argv"])
-            pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip)
+            pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip, lossy=True)
         finally:
             down = tb.down()
             tb.close()
