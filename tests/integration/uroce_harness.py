@@ -456,6 +456,20 @@ _hung_in_a_row = 0
 HUNG_RUNS_BEFORE_GIVING_UP = 3
 
 
+def pingpong_last_ack_lost(result, iters):
+    """ibv_rc_pingpong has no closing handshake: when the ACK of the last
+    SEND is lost, the peer has received everything, exits and destroys its
+    QP, and the sender retries into nothing until retry_cnt runs out (on any
+    RC device). Under injected loss that is a correct outcome: one side of
+    `result` (run_pair's) finished all `iters` iterations, the other failed
+    only its last SEND (wr_id 2, PINGPONG_SEND_WRID) with RETRY_EXC_ERR."""
+    sides = [result.server, result.client]
+    finished = [s for s in sides if s.returncode == 0 and re.search(rf"(?m)^{iters} iters in ", s.output)]
+    failed = [s for s in sides if s not in finished]
+    return (len(finished) == 1 and len(failed) == 1 and failed[0].killed is None and
+            re.search(r"transport retry counter exceeded \(12\) for wr_id 2\b", failed[0].output) is not None)
+
+
 def run_pair(topology, server_args, client_args, tcp_port, timeout=120, grace=3):
     """Runs a server/client pair of a program that meets over TCP.
 

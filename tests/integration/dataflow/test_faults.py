@@ -56,20 +56,6 @@ RETRY_EXC = "transport retry counter exceeded"
 ACCESS_ERROR_RETRY_EXC = re.compile(r"^FAIL RDMA (WRITE|READ) of \d+ B .*: completed with " + RETRY_EXC)
 
 
-def last_ack_lost(result, iters):
-    """ibv_rc_pingpong has no closing handshake: when the ACK of the last
-    SEND is lost, the peer has received everything, exits and destroys its
-    QP, and the sender retries into nothing until retry_cnt runs out (on any
-    RC device). Under injected loss that is a correct outcome: one side
-    finished every iteration, the other failed only its last SEND (wr_id 2,
-    PINGPONG_SEND_WRID) with RETRY_EXC_ERR."""
-    sides = [result.server, result.client]
-    finished = [s for s in sides if s.returncode == 0 and re.search(rf"(?m)^{iters} iters in ", s.output)]
-    failed = [s for s in sides if s not in finished]
-    return (len(finished) == 1 and len(failed) == 1 and failed[0].killed is None and
-            re.search(r"transport retry counter exceeded \(12\) for wr_id 2\b", failed[0].output) is not None)
-
-
 def fault_cli(daemon, *args):
     r = subprocess.run([daemon.uroce, "fault", *args, "--state-dir", daemon.state, "--device", daemon.name],
                        capture_output=True, text=True, timeout=30)
@@ -158,7 +144,7 @@ class FaultTests(unittest.TestCase):
         stalls_before = len(self.stalls)
         result = self.pair(argv, argv, stall_ok=True)
         if not result.ok():
-            if last_ack_lost(result, iters):
+            if harness.pingpong_last_ack_lost(result, iters):
                 del self.stalls[stalls_before:]  # explained: not a stall
             return
         for side in (result.server, result.client):

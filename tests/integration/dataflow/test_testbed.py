@@ -51,20 +51,6 @@ def namespaces_of(name):
     return [line.split()[0] for line in r.stdout.splitlines() if line.startswith(f"uroce-{name}-")]
 
 
-def last_ack_lost(result):
-    """ibv_rc_pingpong has no closing handshake: when the ACK of the last
-    SEND is lost, the peer has received everything, exits and destroys its
-    QP, and the sender retries into nothing until retry_cnt runs out (on any
-    RC device). Under injected loss that is a correct outcome: one side
-    finished every iteration, the other failed only its last SEND (wr_id 2,
-    PINGPONG_SEND_WRID) with RETRY_EXC_ERR."""
-    sides = [result.server, result.client]
-    finished = [s for s in sides if s.returncode == 0 and re.search(rf"(?m)^{ITERS} iters in ", s.output)]
-    failed = [s for s in sides if s not in finished]
-    return (len(finished) == 1 and len(failed) == 1 and failed[0].killed is None and
-            re.search(r"transport retry counter exceeded \(12\) for wr_id 2\b", failed[0].output) is not None)
-
-
 def pingpong(test, tb, server_node, client_node, gid_index, tcp_host, lossy=False):
     port = harness.free_tcp_port()
     base = ["ibv_rc_pingpong", "-d", "uroce0", "-g", str(gid_index), "-p", str(port), "-s", str(SIZE), "-n",
@@ -78,7 +64,7 @@ def pingpong(test, tb, server_node, client_node, gid_index, tcp_host, lossy=Fals
 
     result = harness.run_pair(Pair, base, base + [tcp_host], port, timeout=120)
     detail = result.describe()
-    if lossy and not result.ok() and last_ack_lost(result):
+    if lossy and not result.ok() and harness.pingpong_last_ack_lost(result, ITERS):
         sys.stderr.write("    the last SEND's ACK was lost after its peer exited (RETRY_EXC_ERR on that side)\n")
         return
     test.assertTrue(result.ok(), f"{result.summary()}\n{detail}")
