@@ -173,6 +173,7 @@ std::optional<qp::QpState> Engine::qp_state(std::uint32_t qpn) const {
 }
 
 void Engine::remove_qp(std::uint32_t qpn) {
+    multicast_.detach_all(qpn);
     qps_.erase(qpn);
     rebuild_order();
 }

@@ -27,6 +27,7 @@
 #include "dma/client_memory.h"
 #include "engine/drop_reason.h"
 #include "engine/failure_event.h"
+#include "engine/multicast_groups.h"
 #include "engine/queue_pair.h"
 #include "engine/rings.h"
 #include "mr/mr_table.h"
@@ -157,6 +158,10 @@ public:
     // Current attributes the engine moved on its own (state to ERR, SQE).
     [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const;
     void remove_qp(std::uint32_t qpn);
+    // ibv_attach_mcast / ibv_detach_mcast (multicast_groups.h): the caller
+    // checked that the QP is UD and the GID a group; remove_qp detaches.
+    [[nodiscard]] MulticastGroups& multicast() { return multicast_; }
+    [[nodiscard]] const MulticastGroups& multicast() const { return multicast_; }
 
     // ---- data path ----
     // One round: new WQEs, packets to send, pending responses, timers.
@@ -318,6 +323,8 @@ private:
     // The next READ/atomic resource slot, emptied (the oldest is reused).
     std::size_t take_resource(QueuePair& qp);
     void on_ud_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);
+    // multicast.cc: a packet to QP 0xFFFFFF, a copy to each attached QP.
+    void receive_multicast(const wire::Packet& p, Clock::time_point now);
     bool take_recv(QueuePair& qp, RecvWqe& out, Clock::time_point now);
     // Takes a receive WQE for the message at `psn`, or answers RNR (RC) /
     // drops the message (UC). True when the QP holds one now.
@@ -355,6 +362,7 @@ private:
     std::unordered_map<std::uint32_t, SharedReceiveQueue> srqs_;
     std::unordered_map<std::uint32_t, qp::AhAttr> ahs_;
     std::unordered_map<std::uint32_t, std::unique_ptr<QueuePair>> qps_;
+    MulticastGroups multicast_;
     // Every QP in QPN order, for the round-robin turn of poll().
     std::vector<QueuePair*> order_;
     std::size_t next_turn_ = 0;  // index in order_ of the QP that goes first next poll

@@ -62,6 +62,10 @@ void retire_own_recv(QueuePair& qp) {
 
 void Engine::receive(const wire::Packet& p, Clock::time_point now) {
     ++counters_.rx_packets;
+    if (p.dest_qp() == kMulticastQpn) {
+        receive_multicast(p, now);  // multicast.cc
+        return;
+    }
     QueuePair* qp = nullptr;
     if (const std::optional<DropReason> reason = check_silent_drops(p, qp)) {
         drop(*reason);

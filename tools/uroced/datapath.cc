@@ -272,7 +272,20 @@ bool Datapath::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engi
     // A frame too long for the port is refused for good (counted in the
     // port's tx_dropped): the engine must not hold it, waiting for room.
     const bool can_ever_go = frame.size() <= port_.max_frame();
-    return neighbours_.send_ip(frame, dst, now) || !can_ever_go;
+    const bool taken = neighbours_.send_ip(frame, dst, now);
+    if (taken && port_.has_wire() && !engine_->multicast().members(dst).empty()) {
+        keep_multicast_copy(frame);  // once: a refused frame is offered again
+    }
+    return taken || !can_ever_go;
+}
+
+void Datapath::keep_multicast_copy(std::span<const std::uint8_t> frame) {
+    if (frame.size() < sizeof(wire::EthHdr)) {
+        return;
+    }
+    // Received as it was built: the parser reads the IP and UDP headers on,
+    // not the Ethernet destination (filled in on the wire copy's way out).
+    to_self_.emplace_back(frame.begin(), frame.end());
 }
 
 dma::ClientMemory* Datapath::memory_of(std::uint32_t client) {

@@ -121,6 +121,8 @@ public:
     }
 
     [[nodiscard]] const engine::Engine& engine() const { return *engine_; }
+    // The device's multicast groups (ATTACH_MCAST, DETACH_MCAST).
+    [[nodiscard]] engine::MulticastGroups& multicast() { return engine_->multicast(); }
     // The explained-failure records of the engine and the key table
     // (event_log.h, docs/explain.md).
     [[nodiscard]] EventLog& events() { return events_; }
@@ -168,6 +170,11 @@ private:
     // check that dropped it, if one did.
     void capture_received(std::span<const std::uint8_t> frame, const wire::ParseResult& r,
                           engine::Clock::time_point now);
+    // A multicast frame some of our own QPs are attached to: on a port with a
+    // wire they get their copy from here (a NIC does not receive what it
+    // sends), as rdma_rxe's attached QPs get theirs through the IP stack's
+    // multicast loopback.
+    void keep_multicast_copy(std::span<const std::uint8_t> frame);
     // Gives the engine the frames it sent to our own addresses; true if any.
     bool receive_own_frames(engine::Clock::time_point now);
 
