@@ -50,6 +50,9 @@ int device_attr(ibv_context* ctx, ibv_device_attr_ex& ex) {
     a.atomic_cap = static_cast<ibv_atomic_cap>(d.atomic_cap);
     a.max_mw = static_cast<int>(d.max_mw);
     a.max_ah = static_cast<int>(d.max_ah);
+    a.max_mcast_grp = static_cast<int>(UROCE_MAX_MCAST_GRP);
+    a.max_mcast_qp_attach = static_cast<int>(UROCE_MAX_MCAST_QP_ATTACH);
+    a.max_total_mcast_qp_attach = static_cast<int>(UROCE_MAX_TOTAL_MCAST_QP_ATTACH);
     a.max_srq = static_cast<int>(d.max_srq);
     a.max_srq_wr = static_cast<int>(d.max_srq_wr);
     a.max_srq_sge = static_cast<int>(d.max_srq_sge);

@@ -90,6 +90,8 @@ constexpr pabi::verbs_context_ops kContextOps = [] {
     ops.post_srq_recv = post_srq_recv;
     ops.create_ah = create_ah;
     ops.destroy_ah = destroy_ah;
+    ops.attach_mcast = attach_mcast;
+    ops.detach_mcast = detach_mcast;
     return ops;
 }();
 

@@ -302,6 +302,10 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);
 int destroy_ah(ibv_ah* ah);
 
+// verbs_mcast.cc
+int attach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid);
+int detach_mcast(ibv_qp* qp, const ibv_gid* gid, std::uint16_t lid);
+
 // relaxed_mr.cc
 void free_relaxed_pools(Context& ctx);
 

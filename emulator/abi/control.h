@@ -72,6 +72,9 @@ enum uroce_ctrl_op {
     UROCE_CTRL_EXPLAIN_FETCH = 100,
     /* Ops 110-119: verbs beyond the core set (on-demand paging, XRC). */
     UROCE_CTRL_ADVISE_MR = 110,
+    /* Ops 130-139: multicast (docs/provider.md). */
+    UROCE_CTRL_ATTACH_MCAST = 130,
+    UROCE_CTRL_DETACH_MCAST = 131,
 };
 
 struct uroce_ctrl_hdr {
@@ -227,6 +230,24 @@ struct uroce_ctrl_advise_mr_reply {
     struct uroce_ctrl_hdr hdr;
     uint64_t host_addr;
 };
+
+/* ATTACH_MCAST / DETACH_MCAST: ibv_attach_mcast(3) and ibv_detach_mcast of
+ * QP `qpn` (one of the caller's) to the group `gid`, as the kernel's
+ * ib_attach_mcast checks them: EINVAL when the QP is unknown or not UD, or
+ * the GID is no multicast address (ff00::/8 or ::ffff:224.0.0.0/100); `lid`
+ * is ignored on RoCE. Attaching twice is 0; detaching a QP not attached is
+ * EINVAL; past the limits below ENOMEM (rdma_rxe's). DESTROY_QP of a QP still
+ * attached is EBUSY, as for a kernel device; a client's end detaches all. */
+struct uroce_ctrl_mcast {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t qpn;
+    uint16_t lid;
+    uint16_t reserved;
+    uint8_t gid[16];        /* network byte order */
+};
+#define UROCE_MAX_MCAST_GRP 8192u             /* groups on the device */
+#define UROCE_MAX_MCAST_QP_ATTACH 56u         /* QPs per group */
+#define UROCE_MAX_TOTAL_MCAST_QP_ATTACH 0x70000u  /* attachments on the device */
 
 struct uroce_ctrl_relaxed_pool {
     struct uroce_ctrl_hdr hdr;
@@ -828,6 +849,7 @@ static_assert(sizeof(struct uroce_ctrl_cm_command) == 408, "cm command layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) == 472, "cm answer layout");
 static_assert(sizeof(struct uroce_ctrl_cm_event) == 360, "cm event layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_ctrl_mcast) == 48, "mcast layout");
 static_assert(sizeof(struct uroce_ctrl_capture_start) == 32, "capture start layout");
 static_assert(sizeof(struct uroce_ctrl_capture_reply) == 48, "capture reply layout");
 static_assert(sizeof(struct uroce_capture_record) == 16, "capture record layout");

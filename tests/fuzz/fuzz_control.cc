@@ -122,6 +122,8 @@ constexpr RequestType kRequests[] = {
     {UROCE_CTRL_LIST_MRS, sizeof(uroce_ctrl_list_mrs)},
     {UROCE_CTRL_RESIZE_CQ, sizeof(uroce_ctrl_resize_cq)},
     {UROCE_CTRL_ADVISE_MR, sizeof(uroce_ctrl_advise_mr)},
+    {UROCE_CTRL_ATTACH_MCAST, sizeof(uroce_ctrl_mcast)},
+    {UROCE_CTRL_DETACH_MCAST, sizeof(uroce_ctrl_mcast)},
 };
 
 // UROCE_FUZZ_TRACE=1: each request as it is sent, with its fds.
@@ -541,6 +543,20 @@ void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider&
         case UROCE_CTRL_ADVISE_MR:
             as<uroce_ctrl_advise_mr>(msg)->pd = pick(in, k.pds);
             as<uroce_ctrl_advise_mr>(msg)->lkey = pick(in, k.lkeys);
+            break;
+        case UROCE_CTRL_ATTACH_MCAST:
+        case UROCE_CTRL_DETACH_MCAST:
+            as<uroce_ctrl_mcast>(msg)->qpn = pick(in, k.qps);
+            if (in.ConsumeBool()) {  // a group most of the time: ::ffff:239.0.0.x or ff0e::x
+                std::uint8_t* gid = as<uroce_ctrl_mcast>(msg)->gid;
+                const bool v4 = in.ConsumeBool();
+                std::memset(gid, 0, 16);
+                gid[0] = v4 ? 0x00 : 0xFF;
+                gid[1] = v4 ? 0x00 : 0x0E;
+                gid[10] = gid[11] = v4 ? 0xFF : 0x00;
+                gid[12] = v4 ? 239 : 0;
+                gid[15] = in.ConsumeIntegralInRange<std::uint8_t>(0, 3);
+            }
             break;
         case UROCE_CTRL_RESIZE_CQ:
             as<uroce_ctrl_resize_cq>(msg)->handle = pick(in, k.cqs);

@@ -93,6 +93,9 @@ std::size_t request_size(std::uint16_t op) {
             if (const std::size_t ext = verbs_ext_request_size(op); ext != 0) {
                 return ext;
             }
+            if (const std::size_t mcast = multicast_request_size(op); mcast != 0) {
+                return mcast;
+            }
             return queue_request_size(op);
     }
 }
@@ -815,6 +818,10 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return write_reply(out, h, 0,
                                explain_reply(datapath_->events(), read_as<uroce_ctrl_explain_fetch>(msg), reader));
         }
+        case UROCE_CTRL_ATTACH_MCAST:
+            return attach_multicast(c, h, msg, out);
+        case UROCE_CTRL_DETACH_MCAST:
+            return detach_multicast(c, h, msg, out);
         case UROCE_CTRL_LIST_MRS:
             return write_reply(out, h, 0,
                                list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,

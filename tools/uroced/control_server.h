@@ -136,6 +136,11 @@ private:
     // Ops 110-119: ibv_advise_mr, XRC (handlers_verbs_ext.cc).
     std::size_t dispatch_verbs_ext(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                    std::uint8_t* out, int& reply_fd);
+    // Ops 130-139: ibv_attach_mcast / ibv_detach_mcast (handlers_multicast.cc).
+    std::size_t attach_multicast(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                 std::uint8_t* out);
+    std::size_t detach_multicast(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                 std::uint8_t* out);
     // rdma_cm event channels and commands (handlers_cm.cc).
     std::size_t dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                             int received_fd);

@@ -229,6 +229,10 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
         }
         case UROCE_CTRL_DESTROY_QP: {
             const std::uint32_t qpn = read_as<uroce_ctrl_handle>(msg).handle;
+            if (datapath_ != nullptr && datapath_->engine().multicast().groups_of(qpn) != 0 &&
+                q.query_qp(owner, qpn)) {
+                return status_only(out, h, EBUSY);  // still attached to a group (uverbs_free_qp)
+            }
             const int err = q.destroy_qp(owner, qpn);
             if (err == 0) {
                 if (datapath_ != nullptr) {

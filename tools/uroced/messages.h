@@ -52,4 +52,7 @@ std::size_t capture_request_size(std::uint16_t op);
 // The exact size of a request of a fault op (handlers_fault.cc), 0 for any other op.
 std::size_t fault_request_size(std::uint16_t op);
 
+// The exact size of a request of a multicast op (handlers_multicast.cc), 0 for any other op.
+std::size_t multicast_request_size(std::uint16_t op);
+
 }  // namespace uroce::daemon
