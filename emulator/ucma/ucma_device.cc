@@ -112,12 +112,14 @@ CommandResult UcmaDevice::execute(ChannelId channel, std::span<const std::uint8_
         case RDMA_USER_CM_CMD_QUERY: r.error = query(channel, b, hdr.out, r); break;
         case RDMA_USER_CM_CMD_BIND: r.error = bind(channel, b); break;
         case RDMA_USER_CM_CMD_RESOLVE_ADDR: r.error = resolve_addr(channel, b); break;
+        case RDMA_USER_CM_CMD_JOIN_IP_MCAST: r.error = join_ip_multicast(channel, b, hdr.out, r); break;
+        case RDMA_USER_CM_CMD_JOIN_MCAST: r.error = join_multicast(channel, b, hdr.out, r); break;
+        case RDMA_USER_CM_CMD_LEAVE_MCAST: r.error = leave_multicast(channel, b, hdr.out, r); break;
         case RDMA_USER_CM_CMD_GET_EVENT:
             r.error = EINVAL;  // the preload serves it (CM_GET_EVENT): never forwarded as a command
             break;
         default:
-            // GET_OPTION has no handler in ucma.c; multicast joins are not
-            // emulated yet (docs/rdmacm-device.md).
+            // GET_OPTION has no handler in ucma.c.
             r.error = ENOSYS;
             break;
     }
@@ -147,6 +149,11 @@ int UcmaDevice::next_event(ChannelId channel, rdma_ucm_event_resp& out) {
     }
     if (CmId* counted = find_any(e.counted_on)) {
         ++counted->events_reported;
+    }
+    if (e.multicast) {
+        if (const auto mc = multicasts_.find(*e.multicast); mc != multicasts_.end()) {
+            ++mc->second.events_reported;  // ucma_get_event: on the id and on the join
+        }
     }
     out = e.resp;
     return 0;
@@ -249,6 +256,7 @@ void UcmaDevice::remove_id(std::uint32_t handle) {
         }
     }
     purge_events(handle);
+    forget_multicasts(handle);
     ids_.erase(it);
     for (std::uint32_t passive : undelivered) {
         remove_id(passive);

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -98,6 +99,15 @@ private:
         std::uint32_t counted_on = 0;  // the id whose events_reported it adds to
         std::uint32_t subject = 0;     // the id it is about (purged with it)
         rdma_ucm_event_resp resp{};
+        std::optional<std::uint32_t> multicast;  // a join's event: it counts on the join too
+    };
+    // A multicast join (commands_multicast.cc), named by its own handle.
+    struct Multicast {
+        std::uint32_t handle = 0;
+        std::uint64_t uid = 0;   // the program's, echoed in its events
+        std::uint32_t id = 0;    // the id that joined
+        Endpoint group;
+        std::uint32_t events_reported = 0;
     };
     struct Channel {
         uid_t owner = 0;
@@ -128,6 +138,15 @@ private:
     int set_option(ChannelId ch, const std::uint8_t* body, std::span<const std::uint8_t> option);
     int notify(ChannelId ch, const std::uint8_t* body);
     int migrate_id(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
+    int join_ip_multicast(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
+    int join_multicast(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
+    int leave_multicast(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
+    // Both joins, once their command is read: the checks of rdma_join_multicast, the join, its event.
+    int join(ChannelId ch, std::uint32_t handle, std::uint64_t uid, const Endpoint& group, CommandResult& r);
+    void queue_multicast_join(const CmId& id, const Multicast& mc);
+    [[nodiscard]] std::uint32_t allocate_multicast_handle() const;
+    // DESTROY_ID: the id's joins go (ucma_cleanup_multicast).
+    void forget_multicasts(std::uint32_t id);
 
     // The id `handle` as channel `ch` may name it: ENOENT when there is no
     // such (visible) id, EINVAL when it belongs to another channel (ucma.c
@@ -176,6 +195,7 @@ private:
     std::map<ChannelId, Channel> channels_;
     ChannelId next_channel_ = 1;
     std::map<std::uint32_t, CmId> ids_;
+    std::map<std::uint32_t, Multicast> multicasts_;  // by join handle
     std::vector<ChannelId> owing_;  // channels with owed doorbells
 };
 

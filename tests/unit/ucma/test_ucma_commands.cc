@@ -166,12 +166,5 @@ TEST(UcmaCommands, DoorbellsAFullSocketRefusedAreRungLater) {
     EXPECT_EQ(received, kEvents);
 }
 
-TEST(UcmaCommands, MulticastIsNotEmulatedYet) {
-    UcmaDriver d;
-    const Channel c = d.open_channel();
-    rdma_ucm_join_ip_mcast join{};
-    EXPECT_EQ(d.command(c, RDMA_USER_CM_CMD_JOIN_IP_MCAST, join, 4).error, ENOSYS);
-}
-
 }  // namespace
 }  // namespace uroce::ucma::test
