@@ -551,10 +551,10 @@ void shape(std::vector<std::uint8_t>& msg, std::uint16_t op, FuzzedDataProvider&
                 std::uint8_t* gid = as<uroce_ctrl_mcast>(msg)->gid;
                 const bool v4 = in.ConsumeBool();
                 std::memset(gid, 0, 16);
-                gid[0] = v4 ? 0x00 : 0xFF;
-                gid[1] = v4 ? 0x00 : 0x0E;
-                gid[10] = gid[11] = v4 ? 0xFF : 0x00;
-                gid[12] = v4 ? 239 : 0;
+                gid[0] = static_cast<std::uint8_t>(v4 ? 0x00 : 0xFF);
+                gid[1] = static_cast<std::uint8_t>(v4 ? 0x00 : 0x0E);
+                gid[10] = gid[11] = static_cast<std::uint8_t>(v4 ? 0xFF : 0x00);
+                gid[12] = static_cast<std::uint8_t>(v4 ? 239 : 0);
                 gid[15] = in.ConsumeIntegralInRange<std::uint8_t>(0, 3);
             }
             break;
