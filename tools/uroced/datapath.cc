@@ -283,8 +283,7 @@ void Datapath::keep_multicast_copy(std::span<const std::uint8_t> frame) {
     if (frame.size() < sizeof(wire::EthHdr)) {
         return;
     }
-    // Received as it was built: the parser reads the IP and UDP headers on,
-    // not the Ethernet destination (filled in on the wire copy's way out).
+    // The frame as it went to the wire, the group's MAC its Ethernet destination.
     to_self_.emplace_back(frame.begin(), frame.end());
 }
 
