@@ -47,7 +47,10 @@ import uroce_harness as harness  # noqa: E402
 PORT = 19870
 BLOCK = 4096
 BLOCKS = 128
-SERVER_IODEPTH = 16  # buffers the server advertises / receives it keeps posted
+# Buffers the server advertises (memory modes) or receives it posts (send
+# mode): one per block, so no SEND can find the receive queue empty however
+# long the server program is kept off the CPU (rnr_retry is 0, see above).
+SERVER_IODEPTH = BLOCKS
 CLIENT_IODEPTH = 4
 LISTEN_SECONDS = 15
 RUN_SECONDS = 30
