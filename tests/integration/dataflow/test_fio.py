@@ -130,7 +130,8 @@ class FioRdma(unittest.TestCase):
 
     def test_send_verified_by_the_server(self):
         server, client, (server_sent, client_sent) = self.run_pair(
-            "send", server_args=["--verify=crc32c"], client_args=["--verify=crc32c", "--do_verify=0"])
+            "send", server_args=["--verify=crc32c"],
+            client_args=["--verify=crc32c", "--do_verify=0", "--verify_state_save=0"])
         self.assert_client_moved_every_block(client)
         self.assertEqual(server["read"]["total_ios"], BLOCKS)  # each received and verified
         self.assertEqual(server["read"]["io_bytes"], BLOCK * BLOCKS)
