@@ -605,7 +605,11 @@ void ConnectionManager::after_request_upcall(CommId id, const Verdict& v, bool s
     case Verdict::Kind::Reject:
         if (sidr) {
             SidrReplyParams p;
-            p.status = SidrStatus::Reject;
+            // A service nobody listens on (the rdma_cm port has no listener
+            // behind listen_to_every_service) is IB_SIDR_UNSUPPORTED, as
+            // cm.c answers when no ib_cm listener matches; other refusals
+            // are IB_SIDR_REJECT.
+            p.status = v.reason == RejReason::InvalidServiceId ? SidrStatus::Unsupported : SidrStatus::Reject;
             sidr_reply(id, p);
         } else {
             send_rej(*c, v.reason, MsgRef::Req, {}, {});

@@ -104,5 +104,20 @@ TEST(CmSidr, RejectVerdictAnswersReject) {
     EXPECT_EQ(p.b.connection_count(), 0u);
 }
 
+TEST(CmSidr, RefusedForNoListenerAnswersUnsupported) {
+    // rdma_cm's wire manager listens to every service and refuses a port
+    // without a listener with reason 8; on the wire that must read as
+    // Linux's answer for a service nobody listens on (udaddy's client then
+    // sees UNREACHABLE with status 1, not 2).
+    CmPair p;
+    p.b.listen_to_every_service(5);
+    p.b_ev.reply = [](const CmEvent&) { return Verdict::reject(RejReason::InvalidServiceId); };
+    (void)p.a.sidr_request(PeerAddress{kIpA, kIpB}, sidr_params());
+    p.pump();
+    EXPECT_EQ(std::get<SidrRepMsg>(*p.a_ev.last(CmEventType::SidrRepReceived)->message).status,
+              static_cast<std::uint8_t>(SidrStatus::Unsupported));
+    EXPECT_EQ(p.b.connection_count(), 0u);
+}
+
 }  // namespace
 }  // namespace uroce::cm
