@@ -356,7 +356,7 @@ void ControlServer::handle(int fd) {
     // Take every fd the client sent, so none leaks whatever happens next:
     // an empty datagram (n == 0, read as the end of the connection) may carry
     // fds too.
-    std::vector<UniqueFd> fds;  // closed however this returns
+    std::vector<UniqueFd> fds;  // closed however this returns (before the reply, below)
     for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
             const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -393,6 +393,7 @@ void ControlServer::handle(int fd) {
     const std::size_t len = dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd,
                                      fds.size() == 1 ? fds[0].get() : -1);
     message_fds_.clear();
+    fds.clear();  // closed before the reply: a client that sees it finds them closed
     const UniqueFd passed(reply_fd);  // closed after sending
     if (len == 0) {
         return;  // dispatch dropped the connection
