@@ -181,8 +181,8 @@ private:
                                     std::uint8_t* out, int& reply_fd);
     std::size_t flush_relaxed(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // CQ, QP, SRQ and AH operations (handlers_queues.cc, handlers_qp.cc);
-    // `h` was validated (a known op of the right size).
-    // `received_fd`: the fd the request carried, or -1 (closed by the caller).
+    // `h` was validated (a known op of the right size); `received_fd`, where
+    // taken: the fd the request carried, or -1 (closed by the caller).
     std::size_t dispatch_queues(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                 std::uint8_t* out, int& reply_fd);
     std::size_t handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
