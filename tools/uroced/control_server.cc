@@ -50,56 +50,6 @@ constexpr std::uint32_t kVendorId = 0x75726F;
 constexpr std::size_t kMaxFdsHello = 2;
 constexpr std::size_t kMaxFdsOther = 1;
 
-// The size each request must have: exactly this, nothing else.
-std::size_t request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_HELLO:
-            return sizeof(uroce_ctrl_hello);
-        case UROCE_CTRL_QUERY_DEVICE:
-        case UROCE_CTRL_QUERY_PORT:
-        case UROCE_CTRL_ALLOC_PD:
-        case UROCE_CTRL_STATUS:
-        case UROCE_CTRL_STATS:
-        case UROCE_CTRL_STATS_REASONS:
-            return sizeof(uroce_ctrl_hdr);
-        case UROCE_CTRL_LIST_MRS:
-            return sizeof(uroce_ctrl_list_mrs);
-        case UROCE_CTRL_EXPLAIN_FETCH:
-            return sizeof(uroce_ctrl_explain_fetch);
-        case UROCE_CTRL_DEALLOC_PD:
-        case UROCE_CTRL_DEREG_MR:
-        case UROCE_CTRL_DEALLOC_MW:
-        case UROCE_CTRL_FLUSH_RELAXED:
-            return sizeof(uroce_ctrl_handle);
-        case UROCE_CTRL_REG_MR:
-        case UROCE_CTRL_REREG_MR:
-            return sizeof(uroce_ctrl_reg_mr);
-        case UROCE_CTRL_ALLOC_MW:
-            return sizeof(uroce_ctrl_alloc_mw);
-        case UROCE_CTRL_BIND_MW:
-            return sizeof(uroce_ctrl_bind_mw);
-        case UROCE_CTRL_CREATE_RELAXED_POOL:
-            return sizeof(uroce_ctrl_relaxed_pool);
-        default:
-            if (const std::size_t cm = cm_request_size(op); cm != 0) {
-                return cm;
-            }
-            if (const std::size_t fault = fault_request_size(op); fault != 0) {
-                return fault;
-            }
-            if (const std::size_t capture = capture_request_size(op); capture != 0) {
-                return capture;
-            }
-            if (const std::size_t ext = verbs_ext_request_size(op); ext != 0) {
-                return ext;
-            }
-            if (const std::size_t mcast = multicast_request_size(op); mcast != 0) {
-                return mcast;
-            }
-            return queue_request_size(op);
-    }
-}
-
 }  // namespace
 
 ControlServer::ControlServer(std::string socket_path, device::Device& device)
@@ -115,54 +65,47 @@ ControlServer::ControlServer(std::string socket_path, device::Device& device)
         throw std::runtime_error("control socket path too long (max " + std::to_string(sizeof(addr.sun_path) - 1) +
                                  " bytes): " + path_);
     }
-    listen_fd_ = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listen_fd_ < 0) {
+    listen_fd_.reset(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!listen_fd_.valid()) {
         throw std::runtime_error(fmt::format("socket: {}", std::strerror(errno)));
     }
     addr.sun_family = AF_UNIX;
     std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
     ::unlink(path_.c_str());
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::listen(listen_fd_, 64) != 0) {
+    if (::bind(listen_fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        ::listen(listen_fd_.get(), 64) != 0) {
         const int err = errno;
-        ::close(listen_fd_);
         throw std::runtime_error(fmt::format("cannot listen on {}: {}", path_, std::strerror(err)));
     }
     // Any local user may use the device, as with /dev/infiniband/uverbs*;
     // each client is isolated by its connection, not by file permissions.
     ::chmod(path_.c_str(), 0666);
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    doorbell_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (doorbell_fd_ < 0) {
-        const int err = errno;
-        ::close(epoll_fd_);
-        ::close(listen_fd_);
-        throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(err)));
+    // The descriptors made so far close themselves when a throw below ends construction.
+    epoll_fd_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    if (!epoll_fd_.valid()) {
+        throw std::runtime_error(fmt::format("epoll_create1: {}", std::strerror(errno)));
     }
-    if (!epoll_watch(epoll_fd_, listen_fd_, EPOLLIN, "the control socket")) {
-        const int err = errno;
-        ::close(doorbell_fd_);
-        ::close(epoll_fd_);
-        ::close(listen_fd_);
-        throw std::runtime_error(fmt::format("epoll_ctl: {}", std::strerror(err)));
+    doorbell_fd_.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!doorbell_fd_.valid()) {
+        throw std::runtime_error(fmt::format("eventfd: {}", std::strerror(errno)));
+    }
+    if (!epoll_watch(epoll_fd_.get(), listen_fd_.get(), EPOLLIN, "the control socket")) {
+        throw std::runtime_error(fmt::format("cannot watch the control socket: {}", std::strerror(errno)));
     }
 }
 
 ControlServer::~ControlServer() {
     shutdown_clients();
-    ::close(doorbell_fd_);
-    ::close(epoll_fd_);
-    ::close(listen_fd_);
-    ::unlink(path_.c_str());
+    ::unlink(path_.c_str());  // the descriptors close with their members
 }
 
 void ControlServer::poll_once(int timeout_ms) {
     epoll_event events[32];
-    const int n = ::epoll_wait(epoll_fd_, events, 32, timeout_ms);
+    const int n = ::epoll_wait(epoll_fd_.get(), events, 32, timeout_ms);
     ucma_.flush_doorbells();  // what full channel sockets refused before
     for (int i = 0; i < n; ++i) {
         const int fd = events[i].data.fd;
-        if (fd == listen_fd_) {
+        if (fd == listen_fd_.get()) {
             accept_client();
         } else if (async_backlogged_.contains(fd)) {
             flush_async(fd);
@@ -180,23 +123,24 @@ void ControlServer::poll_once(int timeout_ms) {
 
 void ControlServer::accept_client() {
     for (;;) {
-        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) {
+        UniqueFd socket(::accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (!socket.valid()) {
             return;
         }
+        const int fd = socket.get();
         ucred cred{};
         socklen_t len = sizeof(cred);
         if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-            ::close(fd);
             continue;
         }
         int pipe_fds[2];
         if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
             log_warn("cannot create an async-event pipe: {}", std::strerror(errno));
-            ::close(fd);
             continue;
         }
+        UniqueFd async_read(pipe_fds[0]);
         Connection c;
+        c.socket = std::move(socket);
         // The pid is for the log only: the client's memory is reached
         // through the files its HELLO hands over (client_process.h).
         c.client = device_.open_client(cred.pid);
@@ -206,20 +150,17 @@ void ControlServer::accept_client() {
         if (datapath_ != nullptr) {
             datapath_->on_client(c.client);
         }
-        if (UniqueFd pidfd = peer_pidfd(fd, cred.pid); pidfd.valid()) {
-            epoll_event pev{};
-            pev.events = EPOLLIN;
-            pev.data.fd = pidfd.get();
-            if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pidfd.get(), &pev) == 0) {
-                c.pidfd = pidfd.release();
-                pidfd_connection_[c.pidfd] = fd;
-            }
+        // Without a pidfd, its exit is noticed by check_clients instead.
+        if (UniqueFd pidfd = peer_pidfd(fd, cred.pid);
+            pidfd.valid() && epoll_watch(epoll_fd_.get(), pidfd.get(), EPOLLIN, "a client's pidfd")) {
+            pidfd_connection_[pidfd.get()] = fd;
+            c.pidfd = std::move(pidfd);
         }
         // The read end goes to the client with the HELLO reply.
         const std::uint32_t client = c.client;
         connections_[fd] = std::move(c);
-        pending_async_read_[fd] = pipe_fds[0];
-        if (!epoll_watch(epoll_fd_, fd, EPOLLIN | EPOLLRDHUP, "a client socket")) {
+        pending_async_read_[fd] = std::move(async_read);
+        if (!epoll_watch(epoll_fd_.get(), fd, EPOLLIN | EPOLLRDHUP, "a client socket")) {
             drop(fd, "cannot watch its socket", false);  // never served: let it see EOF now
             continue;
         }
@@ -230,13 +171,13 @@ void ControlServer::accept_client() {
 void ControlServer::on_process_exit(int pidfd) {
     const int fd = pidfd_connection_[pidfd];
     pidfd_connection_.erase(pidfd);
-    epoll_unwatch(epoll_fd_, pidfd, "a client's pidfd");
-    ::close(pidfd);
+    epoll_unwatch(epoll_fd_.get(), pidfd, "a client's pidfd");
     auto it = connections_.find(fd);
     if (it == connections_.end()) {
+        ::close(pidfd);  // owned by no connection (cannot happen: each is erased with its pidfd)
         return;
     }
-    it->second.pidfd = -1;
+    it->second.pidfd.reset();
     // A forked child may hold the socket and have said HELLO itself: then
     // its own address space is the client's, and the client stays.
     if (device_.client_gone(it->second.client)) {
@@ -285,6 +226,7 @@ bool ControlServer::is_own_gid(const wire::Gid& gid) const {
 
 void ControlServer::attach(Datapath& datapath) {
     datapath_ = &datapath;
+    mr_registrations_.set_memory([&datapath](std::uint32_t client) { return datapath.client_memory(client); });
     port_has_wire_ = datapath.port_has_wire();
     datapath.attach_cm(wire_cm_);
     datapath.events().set_uid_of([this](std::uint32_t client) {
@@ -313,15 +255,8 @@ void ControlServer::deliver_async(Connection& c, const AsyncRecord& record) {
         case Delivery::Queued:
             if (!was_backlogged) {
                 // Wake when the client reads: then the backlog moves on.
-                epoll_event ev{};
-                ev.events = EPOLLOUT;
-                ev.data.fd = c.async_events.fd();
-                if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ev.data.fd, &ev) == 0) {
-                    for (const auto& [fd, conn] : connections_) {
-                        if (&conn == &c) {
-                            async_backlogged_[ev.data.fd] = fd;
-                        }
-                    }
+                if (epoll_watch(epoll_fd_.get(), c.async_events.fd(), EPOLLOUT, "an async-event pipe")) {
+                    async_backlogged_[c.async_events.fd()] = fd_of(c);
                 }
             }
             break;
@@ -343,7 +278,7 @@ void ControlServer::flush_async(int write_fd) {
             return;
         }
     }
-    epoll_unwatch(epoll_fd_, write_fd, "an async-event pipe");
+    epoll_unwatch(epoll_fd_.get(), write_fd, "an async-event pipe");
     async_backlogged_.erase(it);
 }
 
@@ -359,21 +294,17 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     } else if (!why.empty()) {
         log_info("client {}: {}", client, why);
     }
-    epoll_unwatch(epoll_fd_, fd, "a client socket");
-    ::close(fd);
+    epoll_unwatch(epoll_fd_.get(), fd, "a client socket");
+    it->second.socket.reset();  // the client sees the end now
     if (const int afd = it->second.async_events.fd(); async_backlogged_.erase(afd) != 0) {
-        epoll_unwatch(epoll_fd_, afd, "an async-event pipe");
+        epoll_unwatch(epoll_fd_.get(), afd, "an async-event pipe");
     }
     if (it->second.async_events.dropped() != 0) {
         log_warn("client {}: {} async events were dropped", client, it->second.async_events.dropped());
     }
-    if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
-        ::close(p->second);
-        pending_async_read_.erase(p);
-    }
-    if (const int pidfd = it->second.pidfd; pidfd >= 0) {
-        epoll_unwatch(epoll_fd_, pidfd, "a client's pidfd");
-        ::close(pidfd);
+    pending_async_read_.erase(fd);  // closes the read end it never took
+    if (const int pidfd = it->second.pidfd.get(); pidfd >= 0) {
+        epoll_unwatch(epoll_fd_.get(), pidfd, "a client's pidfd");
         pidfd_connection_.erase(pidfd);
     }
     connections_.erase(it);
@@ -381,6 +312,7 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     if (CaptureTap* tap = datapath_ != nullptr ? datapath_->capture() : nullptr) {
         tap->stop_all_of(client);  // its capture sessions end with it
     }
+    mr_registrations_.forget_client(client);  // its MRs' shared references, before its memory goes
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
     }
@@ -424,24 +356,18 @@ void ControlServer::handle(int fd) {
     // Take every fd the client sent, so none leaks whatever happens next:
     // an empty datagram (n == 0, read as the end of the connection) may carry
     // fds too.
-    std::vector<int> fds;
+    std::vector<UniqueFd> fds;  // closed however this returns (before the reply, below)
     for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
         if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
             const std::size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
             for (std::size_t i = 0; i < count; ++i) {
                 int f;
                 std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-                fds.push_back(f);
+                fds.emplace_back(f);
             }
         }
     }
-    auto close_fds = [&fds] {
-        for (int f : fds) {
-            ::close(f);
-        }
-    };
     if (n == 0) {
-        close_fds();
         drop(fd, "", false);
         return;
     }
@@ -449,7 +375,6 @@ void ControlServer::handle(int fd) {
                        read_as<uroce_ctrl_hdr>(msg).op == UROCE_CTRL_HELLO;
     const std::size_t max_fds = hello ? kMaxFdsHello : kMaxFdsOther;
     if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fds.size() > max_fds) {
-        close_fds();
         drop(fd, (mh.msg_flags & MSG_CTRUNC) != 0 || fds.size() > max_fds ? "too many file descriptors"
                                                                             : "message longer than any request");
         return;
@@ -457,37 +382,30 @@ void ControlServer::handle(int fd) {
     // A client whose process exec'ed or exited since its HELLO speaks for
     // nobody: whoever holds the socket now (a forked child) gets nothing.
     if (device_.client_gone(it->second.client)) {
-        close_fds();
         drop(fd, "its process exec'ed or exited; the connection ends", false);
         return;
     }
     int reply_fd = -1;
-    message_fds_ = fds;
-    const std::size_t len = dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd,
-                                     fds.size() == 1 ? fds[0] : -1);
     message_fds_.clear();
-    close_fds();
+    for (const UniqueFd& f : fds) {
+        message_fds_.push_back(f.get());
+    }
+    const std::size_t len = dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd,
+                                     fds.size() == 1 ? fds[0].get() : -1);
+    message_fds_.clear();
+    fds.clear();  // closed before the reply: a client that sees it finds them closed
+    const UniqueFd passed(reply_fd);  // closed after sending
     if (len == 0) {
         return;  // dispatch dropped the connection
     }
-    if (abi::send_with_fd(fd, reply, len, reply_fd, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
+    if (abi::send_with_fd(fd, reply, len, passed.get(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
         drop(fd, fmt::format("cannot reply: {}", std::strerror(errno)), false);
-    }
-    if (reply_fd >= 0) {
-        ::close(reply_fd);
     }
 }
 
 std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std::size_t len, std::uint8_t* out,
                                     int& reply_fd, int received_fd) {
-    const int fd = [&] {
-        for (const auto& [f, conn] : connections_) {
-            if (&conn == &c) {
-                return f;
-            }
-        }
-        return -1;
-    }();
+    const int fd = fd_of(c);
     if (len < sizeof(uroce_ctrl_hdr)) {
         drop(fd, fmt::format("message of {} bytes is shorter than a header", len));
         return 0;
@@ -497,341 +415,180 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
         drop(fd, fmt::format("bad magic 0x{:08x} or version {}", h.magic, h.version));
         return 0;
     }
-    const std::size_t expected = request_size(h.op);
-    if (expected == 0) {
+    const ControlOp* entry = find_op(h.op);
+    if (entry == nullptr) {
         drop(fd, fmt::format("unknown operation {}", h.op));
         return 0;
     }
-    if (h.length != len || len != expected) {
-        drop(fd, fmt::format("operation {} with length field {} in a {}-byte message (expected {})", h.op, h.length,
-                             len, expected));
+    const bool size_ok = entry->rule == SizeRule::Exact ? len == entry->size : len >= entry->size;
+    if (h.length != len || !size_ok) {
+        drop(fd, fmt::format("operation {} with length field {} in a {}-byte message (expected {}{})", h.op,
+                             h.length, len, entry->rule == SizeRule::AtLeast ? "at least " : "", entry->size));
         return 0;
     }
-    const std::uint32_t owner = c.client;
-    mr::MrTable& mrs = device_.mrs();
+    Request request{c, h, msg, out, reply_fd, received_fd};
+    return (this->*entry->handler)(request);
+}
 
-    switch (h.op) {
-        case UROCE_CTRL_HELLO: {
-            const auto req = read_as<uroce_ctrl_hello>(msg);
-            if (req.abi_version != UROCE_CTRL_VERSION) {
-                return status_only(out, h, EPROTONOSUPPORT);
-            }
-            if (const int err = take_client_process(owner); err != 0) {
-                log_warn("client {}: HELLO without its process files ({}); its memory stays unreachable", owner,
-                         std::strerror(err));
-                return status_only(out, h, err);
-            }
-            if (auto p = pending_async_read_.find(fd); p != pending_async_read_.end()) {
-                reply_fd = p->second;  // closed after sending
-                pending_async_read_.erase(p);
-            }
-            uroce_ctrl_hello_reply r{};
-            r.client_id = owner;
-            return write_reply(out, h, 0, r);
+int ControlServer::fd_of(const Connection& c) const {
+    for (const auto& [fd, conn] : connections_) {
+        if (&conn == &c) {
+            return fd;
         }
-        case UROCE_CTRL_QUERY_DEVICE: {
-            const auto& lim = mrs.limits();
-            uroce_ctrl_device_attr a{};
-            a.node_guid = device_.node_guid();
-            a.sys_image_guid = device_.node_guid();
-            a.max_mr_size = lim.max_mr_size;
-            a.page_size_cap = lim.page_size_cap;
-            a.max_mr = lim.max_mr;
-            a.max_mw = lim.max_mw;
-            a.max_pd = device_.pds().max_pd();
-            a.vendor_id = kVendorId;
-            a.vendor_part_id = 0;
-            a.hw_ver = 1;
-            const auto& ql = device_.queues().limits();
-            const qp::PortLimits pl = device_.port_limits();
-            a.max_qp = ql.max_qp;
-            a.max_qp_wr = ql.max_qp_wr;
-            a.max_sge = ql.max_sge;
-            a.max_sge_rd = ql.max_sge;
-            a.max_cq = ql.max_cq;
-            a.max_cqe = ql.max_cqe;
-            a.max_qp_rd_atom = pl.max_dest_rd_atomic;
-            a.max_qp_init_rd_atom = pl.max_rd_atomic;
-            a.max_res_rd_atom = ql.max_qp * pl.max_dest_rd_atomic;
-            a.max_srq = ql.max_srq;
-            a.max_srq_wr = ql.max_srq_wr;
-            a.max_srq_sge = ql.max_srq_sge;
-            a.max_ah = ql.max_ah;
-            a.max_inline_data = ql.max_inline_data;
-            a.max_pkeys = pl.pkey_table_len;
-            a.atomic_cap = kAtomicHca;  // the daemon serialises every atomic
-            a.local_ca_ack_delay = 15;
-            a.phys_port_cnt = 1;
-            a.device_cap_flags = kDeviceCapFlags;
-            std::snprintf(a.fw_ver, sizeof(a.fw_ver), "uroce 0.1.0");
-            return write_reply(out, h, 0, a);
-        }
-        case UROCE_CTRL_QUERY_PORT: {
-            const auto& port = device_.config().port;
-            uroce_ctrl_port_attr p{};
-            p.state = port.link_up ? kPortActive : kPortDown;
-            p.phys_state = port.link_up ? kPhysLinkUp : kPhysDisabled;
-            p.max_mtu = static_cast<std::uint32_t>(device::IbMtu::Mtu4096);
-            p.active_mtu = static_cast<std::uint32_t>(device_.active_mtu());
-            p.gid_tbl_len = device::kGidTableLength;
-            p.max_msg_sz = 1u << 31;
-            p.link_layer = kLinkLayerEthernet;
-            p.active_width = 1;   // 1X
-            p.active_speed = 32;  // IBV_SPEED_FDR10 stand-in for 10 Gb/s
-            std::memcpy(p.mac, port.mac.data(), 6);
-            p.port_cap_flags = kPortIpBasedGids;
-            p.pkey_tbl_len = 1;
-            p.max_vl_num = 1;
-            return write_reply(out, h, 0, p);
-        }
-        case UROCE_CTRL_ALLOC_PD: {
-            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
-                return status_only(out, h, err);
-            }
-            const auto a = device_.pds().alloc(owner);
-            if (a.error == 0) {
-                quota_.add(ObjectKind::Pd, a.pd, owner, Charge{});
-            }
-            uroce_ctrl_handle r{};
-            r.handle = a.pd;
-            return write_reply(out, h, a.error, r);
-        }
-        case UROCE_CTRL_DEALLOC_PD: {
-            const std::uint32_t pd = read_as<uroce_ctrl_handle>(msg).handle;
-            const int err = device_.pds().dealloc(pd, owner);
-            if (err == 0) {
-                quota_.remove(ObjectKind::Pd, pd);
-            }
-            return status_only(out, h, err);
-        }
-        case UROCE_CTRL_REG_MR:
-        case UROCE_CTRL_REREG_MR: {
-            const auto req = read_as<uroce_ctrl_reg_mr>(msg);
-            mr::RegRequest r;
-            r.pd = req.pd;
-            r.owner = owner;
-            r.addr = req.addr;
-            r.length = req.length;
-            r.access = req.access;
-            if ((req.flags & UROCE_REG_HAS_IOVA) != 0) {
-                r.iova = req.iova;
-            }
-            if ((req.flags & UROCE_REG_DMABUF) != 0) {
-                if (received_fd < 0) {
-                    return status_only(out, h, EINVAL);
-                }
-                r.backing = mr::Backing::DmaBuf;
-                r.dmabuf_handle = received_fd;  // identity only for now; the data path maps it (issue 5)
-            } else {
-                r.address_space = device_.address_space(owner);
-            }
-            // A shared mapping of the range (UROCE_REG_SHARED): the engine
-            // reaches these bytes with memcpy instead of copying through the
-            // client's mem file. If it
-            // cannot be mapped the MR still works, through the copying path.
-            const bool shared = (req.flags & UROCE_REG_SHARED) != 0 && (req.flags & UROCE_REG_DMABUF) == 0;
-            if (shared && received_fd < 0) {
-                return status_only(out, h, EINVAL);
-            }
-            // The MR's new memory: shared (the data path maps it and keeps a
-            // reference under the lkey) or not (any reference it had goes).
-            Charge mr_charge;  // one object, and its shared mapping if it gets one
-            auto map_shared = [&](std::uint32_t lkey) {
-                if (datapath_ == nullptr) {
-                    return;
-                }
-                if (!shared) {
-                    datapath_->on_mr_unshared(lkey);
-                    return;
-                }
-                if (req.shared_addr > req.addr || req.shared_addr + req.shared_length < req.addr + req.length ||
-                    req.shared_length == 0) {
-                    log_warn("client {}: shared range does not cover the MR; copying instead", owner);
-                    datapath_->on_mr_unshared(lkey);
-                    return;
-                }
-                const Charge mapped{1, 1, req.shared_length, 0};
-                if (quota_.admit(owner, mapped) != 0) {
-                    log_warn("client {}: no mapping left in its quota for its shared memory; copying instead", owner);
-                    datapath_->on_mr_unshared(lkey);
-                    return;
-                }
-                if (const int err = datapath_->on_shared_memory(owner, lkey, req.shared_addr, req.shared_length,
-                                                                received_fd, req.shared_offset);
-                    err != 0) {
-                    log_warn("client {}: cannot map its shared memory ({}); copying instead", owner,
-                             std::strerror(err));
-                } else {
-                    mr_charge = mapped;
-                }
-            };
-            if (h.op == UROCE_CTRL_REREG_MR) {
-                const int err = mrs.rereg_mr(req.lkey, req.rereg_flags, r);
-                if (err == 0 && (req.rereg_flags & mr::rereg::kChangeTranslation) != 0) {
-                    map_shared(req.lkey);
-                    quota_.add(ObjectKind::Mr, req.lkey, owner, mr_charge);
-                }
-                return status_only(out, h, err);
-            }
-            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
-                return status_only(out, h, err);
-            }
-            const mr::Registered reg = mrs.reg_mr(r);
-            if (reg.error == 0) {
-                map_shared(reg.lkey);
-                quota_.add(ObjectKind::Mr, reg.lkey, owner, mr_charge);
-            }
-            uroce_ctrl_mr_reply rep{};
-            rep.lkey = reg.lkey;
-            rep.rkey = reg.rkey;
-            return write_reply(out, h, reg.error, rep);
-        }
-        case UROCE_CTRL_DEREG_MR: {
-            const std::uint32_t lkey = read_as<uroce_ctrl_handle>(msg).handle;
-            const int err = mrs.dereg_mr(lkey, owner);
-            if (err == 0) {
-                quota_.remove(ObjectKind::Mr, lkey);
-                if (datapath_ != nullptr) {
-                    datapath_->on_mr_unshared(lkey);
-                }
-            }
-            return status_only(out, h, err);
-        }
-        case UROCE_CTRL_ALLOC_MW: {
-            const auto req = read_as<uroce_ctrl_alloc_mw>(msg);
-            if (req.type != 1 && req.type != 2) {
-                return status_only(out, h, EINVAL);
-            }
-            if (const int err = quota_.admit(owner, Charge{}); err != 0) {
-                return status_only(out, h, err);
-            }
-            const auto k = mrs.alloc_mw(req.pd, owner, req.type == 1 ? mr::MwType::Type1 : mr::MwType::Type2);
-            if (k.error == 0) {
-                quota_.add(ObjectKind::Mw, k.key, owner, Charge{});
-            }
-            uroce_ctrl_mr_reply rep{};
-            rep.rkey = k.key;
-            return write_reply(out, h, k.error, rep);
-        }
-        case UROCE_CTRL_DEALLOC_MW: {
-            const std::uint32_t mw = read_as<uroce_ctrl_handle>(msg).handle;
-            const int err = mrs.dealloc_mw(mw, owner);
-            if (err == 0) {
-                quota_.remove(ObjectKind::Mw, mw);
-            }
-            return status_only(out, h, err);
-        }
-        case UROCE_CTRL_BIND_MW: {
-            const auto req = read_as<uroce_ctrl_bind_mw>(msg);
-            mr::BindRequest b;
-            b.owner = owner;
-            b.mw_key = req.mw_rkey;
-            b.mr_lkey = req.mr_lkey;
-            b.addr = req.addr;
-            b.length = req.length;
-            b.access = req.access;
-            b.qp_pd = req.qp_pd;
-            const auto k = mrs.bind_mw_type1(b);
-            uroce_ctrl_mr_reply rep{};
-            rep.rkey = k.key;
-            return write_reply(out, h, k.error, rep);
-        }
-        case UROCE_CTRL_CREATE_RELAXED_POOL: {
-            const auto req = read_as<uroce_ctrl_relaxed_pool>(msg);
-            mr::RelaxedPoolConfig cfg;
-            cfg.capacity = req.capacity;
-            cfg.dirty_watermark = req.dirty_watermark;
-            cfg.invalidate_after = std::chrono::microseconds(req.invalidate_after_us);
-            if (req.capacity == 0 || req.capacity > (1u << 20) || req.dirty_watermark == 0) {
-                return status_only(out, h, EINVAL);
-            }
-            const Charge charge{req.capacity, 1, mr::relaxed_pool_bytes(req.capacity), 0};  // a key per slot
-            if (const int err = quota_.admit(owner, charge); err != 0) {
-                return status_only(out, h, err);
-            }
-            device::RingMemory memory;
-            if (device::RingMemory::create("uroce-relaxed-pool", mr::relaxed_pool_bytes(req.capacity), memory) != 0) {
-                return status_only(out, h, ENOMEM);
-            }
-            int err = 0;
-            mr::RelaxedPool* pool = mrs.create_relaxed_pool(
-                req.pd, owner, cfg, reinterpret_cast<uroce_relaxed_pool_header*>(memory.data()), err);
-            if (pool == nullptr) {
-                return status_only(out, h, err);
-            }
-            reply_fd = memory.release_fd();  // closed after sending
-            pools_[pool->base_index()] = PoolMapping{owner, pool, std::move(memory)};
-            quota_.add(ObjectKind::RelaxedPool, pool->base_index(), owner, charge);
-            uroce_ctrl_handle r{};
-            r.handle = pool->base_index();
-            return write_reply(out, h, 0, r);
-        }
-        case UROCE_CTRL_FLUSH_RELAXED: {
-            auto p = pools_.find(read_as<uroce_ctrl_handle>(msg).handle);
-            if (p == pools_.end() || p->second.client != owner) {
-                return status_only(out, h, EINVAL);
-            }
-            p->second.pool->flush();
-            return status_only(out, h, 0);
-        }
-        case UROCE_CTRL_STATUS: {
-            const auto counts = mrs.counts();
-            const auto& k = device_.counters();
-            uroce_ctrl_status_reply s{};
-            s.clients = static_cast<std::uint32_t>(device_.client_count());
-            s.pds = static_cast<std::uint32_t>(device_.pds().count());
-            s.mrs = static_cast<std::uint32_t>(counts.mrs);
-            s.mws = static_cast<std::uint32_t>(counts.mws);
-            s.relaxed_pools = static_cast<std::uint32_t>(counts.relaxed_pools);
-            s.clients_closed = k.clients_closed;
-            s.objects_reclaimed = k.objects_reclaimed;
-            s.bad_messages = k.bad_messages;
-            const auto q = device_.queues().counts();
-            s.cqs = static_cast<std::uint32_t>(q.cqs);
-            s.qps = static_cast<std::uint32_t>(q.qps);
-            s.srqs = static_cast<std::uint32_t>(q.srqs);
-            s.ahs = static_cast<std::uint32_t>(q.ahs);
-            return write_reply(out, h, 0, s);
-        }
-        case UROCE_CTRL_STATS:
-            return write_reply(out, h, 0, stats_reply(device_, datapath_, visible_to(c)));
-        case UROCE_CTRL_CM_OPEN_CHANNEL:
-        case UROCE_CTRL_CM_COMMAND:
-        case UROCE_CTRL_CM_GET_EVENT:
-            return dispatch_cm(c, h, msg, out, received_fd);
-        case UROCE_CTRL_STATS_REASONS:
-            return write_reply(out, h, 0, stats_reasons_reply(datapath_));
-        case UROCE_CTRL_FAULT_ADD:
-        case UROCE_CTRL_FAULT_LIST:
-        case UROCE_CTRL_FAULT_CLEAR:
-        case UROCE_CTRL_FAULT_SEED:
-        case UROCE_CTRL_FAULT_TOTALS:
-            return dispatch_fault(c, h, msg, out);
-        case UROCE_CTRL_CAPTURE_START:
-        case UROCE_CTRL_CAPTURE_STOP:
-            return dispatch_capture(c, h, msg, out, received_fd);
-        case UROCE_CTRL_EXPLAIN_FETCH: {
-            if (datapath_ == nullptr) {
-                return status_only(out, h, ENODEV);
-            }
-            const ExplainReader reader{c.uid == 0 || c.uid == ::geteuid(), c.uid};
-            return write_reply(out, h, 0,
-                               explain_reply(datapath_->events(), read_as<uroce_ctrl_explain_fetch>(msg), reader));
-        }
-        case UROCE_CTRL_ATTACH_MCAST:
-            return attach_multicast(c, h, msg, out);
-        case UROCE_CTRL_DETACH_MCAST:
-            return detach_multicast(c, h, msg, out);
-        case UROCE_CTRL_LIST_MRS:
-            return write_reply(out, h, 0,
-                               list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,
-                                              visible_to(c)));
-        default:
-            if (verbs_ext_request_size(h.op) != 0) {
-                return dispatch_verbs_ext(c, h, msg, out, reply_fd);
-            }
-            return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }
+    return -1;
+}
+
+std::size_t ControlServer::hello(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                                 int& reply_fd) {
+    const std::uint32_t owner = c.client;
+    const auto req = read_as<uroce_ctrl_hello>(msg);
+    if (req.abi_version != UROCE_CTRL_VERSION) {
+        return status_only(out, h, EPROTONOSUPPORT);
+    }
+    if (const int err = take_client_process(owner); err != 0) {
+        log_warn("client {}: HELLO without its process files ({}); its memory stays unreachable", owner,
+                 std::strerror(err));
+        return status_only(out, h, err);
+    }
+    if (auto p = pending_async_read_.find(fd_of(c)); p != pending_async_read_.end()) {
+        reply_fd = p->second.release();  // closed after sending
+        pending_async_read_.erase(p);
+    }
+    uroce_ctrl_hello_reply r{};
+    r.client_id = owner;
+    return write_reply(out, h, 0, r);
+}
+
+std::size_t ControlServer::query_device(Connection& /*c*/, const uroce_ctrl_hdr& h, const std::uint8_t* /*msg*/,
+                                        std::uint8_t* out) {
+    const auto& lim = device_.mrs().limits();
+    uroce_ctrl_device_attr a{};
+    a.node_guid = device_.node_guid();
+    a.sys_image_guid = device_.node_guid();
+    a.max_mr_size = lim.max_mr_size;
+    a.page_size_cap = lim.page_size_cap;
+    a.max_mr = lim.max_mr;
+    a.max_mw = lim.max_mw;
+    a.max_pd = device_.pds().max_pd();
+    a.vendor_id = kVendorId;
+    a.vendor_part_id = 0;
+    a.hw_ver = 1;
+    const auto& ql = device_.queues().limits();
+    const qp::PortLimits pl = device_.port_limits();
+    a.max_qp = ql.max_qp;
+    a.max_qp_wr = ql.max_qp_wr;
+    a.max_sge = ql.max_sge;
+    a.max_sge_rd = ql.max_sge;
+    a.max_cq = ql.max_cq;
+    a.max_cqe = ql.max_cqe;
+    a.max_qp_rd_atom = pl.max_dest_rd_atomic;
+    a.max_qp_init_rd_atom = pl.max_rd_atomic;
+    a.max_res_rd_atom = ql.max_qp * pl.max_dest_rd_atomic;
+    a.max_srq = ql.max_srq;
+    a.max_srq_wr = ql.max_srq_wr;
+    a.max_srq_sge = ql.max_srq_sge;
+    a.max_ah = ql.max_ah;
+    a.max_inline_data = ql.max_inline_data;
+    a.max_pkeys = pl.pkey_table_len;
+    a.atomic_cap = kAtomicHca;  // the daemon serialises every atomic
+    a.local_ca_ack_delay = 15;
+    a.phys_port_cnt = 1;
+    a.device_cap_flags = kDeviceCapFlags;
+    std::snprintf(a.fw_ver, sizeof(a.fw_ver), "uroce 0.1.0");
+    return write_reply(out, h, 0, a);
+}
+
+std::size_t ControlServer::query_port(Connection& /*c*/, const uroce_ctrl_hdr& h, const std::uint8_t* /*msg*/,
+                                      std::uint8_t* out) {
+    const auto& port = device_.config().port;
+    uroce_ctrl_port_attr p{};
+    p.state = port.link_up ? kPortActive : kPortDown;
+    p.phys_state = port.link_up ? kPhysLinkUp : kPhysDisabled;
+    p.max_mtu = static_cast<std::uint32_t>(device::IbMtu::Mtu4096);
+    p.active_mtu = static_cast<std::uint32_t>(device_.active_mtu());
+    p.gid_tbl_len = device::kGidTableLength;
+    p.max_msg_sz = 1u << 31;
+    p.link_layer = kLinkLayerEthernet;
+    p.active_width = 1;   // 1X
+    p.active_speed = 32;  // IBV_SPEED_FDR10 stand-in for 10 Gb/s
+    std::memcpy(p.mac, port.mac.data(), 6);
+    p.port_cap_flags = kPortIpBasedGids;
+    p.pkey_tbl_len = 1;
+    p.max_vl_num = 1;
+    return write_reply(out, h, 0, p);
+}
+
+std::size_t ControlServer::alloc_pd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* /*msg*/,
+                                    std::uint8_t* out) {
+    if (const int err = quota_.admit(c.client, Charge{}); err != 0) {
+        return status_only(out, h, err);
+    }
+    const auto a = device_.pds().alloc(c.client);
+    if (a.error == 0) {
+        quota_.add(ObjectKind::Pd, a.pd, c.client, Charge{});
+    }
+    uroce_ctrl_handle r{};
+    r.handle = a.pd;
+    return write_reply(out, h, a.error, r);
+}
+
+std::size_t ControlServer::dealloc_pd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                      std::uint8_t* out) {
+    const std::uint32_t pd = read_as<uroce_ctrl_handle>(msg).handle;
+    const int err = device_.pds().dealloc(pd, c.client);
+    if (err == 0) {
+        quota_.remove(ObjectKind::Pd, pd);
+    }
+    return status_only(out, h, err);
+}
+
+std::size_t ControlServer::status(Connection& /*c*/, const uroce_ctrl_hdr& h, const std::uint8_t* /*msg*/,
+                                  std::uint8_t* out) {
+    const auto counts = device_.mrs().counts();
+    const auto& k = device_.counters();
+    uroce_ctrl_status_reply s{};
+    s.clients = static_cast<std::uint32_t>(device_.client_count());
+    s.pds = static_cast<std::uint32_t>(device_.pds().count());
+    s.mrs = static_cast<std::uint32_t>(counts.mrs);
+    s.mws = static_cast<std::uint32_t>(counts.mws);
+    s.relaxed_pools = static_cast<std::uint32_t>(counts.relaxed_pools);
+    s.clients_closed = k.clients_closed;
+    s.objects_reclaimed = k.objects_reclaimed;
+    s.bad_messages = k.bad_messages;
+    const auto q = device_.queues().counts();
+    s.cqs = static_cast<std::uint32_t>(q.cqs);
+    s.qps = static_cast<std::uint32_t>(q.qps);
+    s.srqs = static_cast<std::uint32_t>(q.srqs);
+    s.ahs = static_cast<std::uint32_t>(q.ahs);
+    return write_reply(out, h, 0, s);
+}
+
+std::size_t ControlServer::stats(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* /*msg*/,
+                                 std::uint8_t* out) {
+    return write_reply(out, h, 0, stats_reply(device_, datapath_, visible_to(c)));
+}
+
+std::size_t ControlServer::stats_reasons(Connection& /*c*/, const uroce_ctrl_hdr& h, const std::uint8_t* /*msg*/,
+                                         std::uint8_t* out) {
+    return write_reply(out, h, 0, stats_reasons_reply(datapath_));
+}
+
+std::size_t ControlServer::explain_fetch(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                         std::uint8_t* out) {
+    if (datapath_ == nullptr) {
+        return status_only(out, h, ENODEV);
+    }
+    const ExplainReader reader{c.uid == 0 || c.uid == ::geteuid(), c.uid};
+    return write_reply(out, h, 0,
+                       explain_reply(datapath_->events(), read_as<uroce_ctrl_explain_fetch>(msg), reader));
+}
+
+std::size_t ControlServer::list_mrs(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                    std::uint8_t* out) {
+    return write_reply(out, h, 0,
+                       list_mrs_reply(device_, datapath_, read_as<uroce_ctrl_list_mrs>(msg).first_index,
+                                      visible_to(c)));
 }
 
 OwnerFilter ControlServer::visible_to(const Connection& c) const {

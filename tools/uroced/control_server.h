@@ -17,12 +17,14 @@
 #include "abi/control.h"
 #include "async_events.h"
 #include "client_quota.h"
+#include "common/unique_fd.h"
 #include "device/device.h"
 #include "device/ring_memory.h"
 #include "device/ring_registry.h"
 #include "datapath.h"
 #include "handlers_stats.h"
 #include "mr/relaxed_pool.h"
+#include "mr_registrations.h"
 #include "net/fault_port.h"
 #include "ucma/loopback_cm.h"
 #include "ucma/routing_cm.h"
@@ -71,9 +73,9 @@ public:
     [[nodiscard]] const device::RingRegistry& rings() const { return rings_; }
     // The doorbell eventfd (abi/rings.h) every client gets a copy of
     // (DOORBELL): readable when a provider rang after the engine armed.
-    [[nodiscard]] int doorbell_fd() const { return doorbell_fd_; }
+    [[nodiscard]] int doorbell_fd() const { return doorbell_fd_.get(); }
     // Readable when poll_once() has something to do (for the daemon's idle wait).
-    [[nodiscard]] int epoll_fd() const { return epoll_fd_; }
+    [[nodiscard]] int epoll_fd() const { return epoll_fd_.get(); }
 
     // The data path to tell about clients and objects (once, before serving).
     void attach(Datapath& datapath);
@@ -92,8 +94,9 @@ private:
     struct Connection {
         std::uint32_t client = 0;
         uid_t uid = 0;                // SO_PEERCRED at connect
+        UniqueFd socket;               // the connection's own end
         AsyncEventQueue async_events;  // write end of the client's async-event pipe
-        int pidfd = -1;               // the connecting process (client_process.h), or -1
+        UniqueFd pidfd;                // the connecting process (client_process.h), or empty
     };
     // How often check_clients looks: a client that exec'ed keeps its objects
     // (which reach nothing) at most this long.
@@ -104,6 +107,8 @@ private:
     // backlogged queue's fd is watched for EPOLLOUT until it drains.
     void deliver_async(Connection& c, const AsyncRecord& record);
     void flush_async(int write_fd);
+    // The socket of connection `c`.
+    [[nodiscard]] int fd_of(const Connection& c) const;
     // Whose objects `c` may see in STATS and LIST_MRS (handlers_stats.h).
     [[nodiscard]] OwnerFilter visible_to(const Connection& c) const;
     void handle(int fd);
@@ -118,13 +123,69 @@ private:
     // may set `reply_fd` to an fd to pass along.
     std::size_t dispatch(Connection& c, const std::uint8_t* msg, std::size_t len, std::uint8_t* reply,
                          int& reply_fd, int received_fd);
+
+    // ---- the table of ops (control_ops.cc) ----
+    // One request, validated against its op's entry (known op, size right).
+    struct Request {
+        Connection& c;
+        const uroce_ctrl_hdr& h;
+        const std::uint8_t* msg;
+        std::uint8_t* out;   // the reply, UROCE_CTRL_MAX_MESSAGE bytes
+        int& reply_fd;       // an fd to pass with the reply (closed after sending), or -1
+        int received_fd;     // the fd the request carried, or -1 (closed by the caller)
+    };
+    using Handler = std::size_t (ControlServer::*)(Request&);
+    enum class SizeRule : std::uint8_t {
+        Exact,    // the request is exactly `size` bytes
+        AtLeast,  // `size` bytes or more, up to UROCE_CTRL_MAX_MESSAGE (a variable tail)
+    };
+    // One op: {number, request size, how the size is checked, handler}.
+    struct ControlOp {
+        std::uint16_t op = 0;
+        std::size_t size = 0;
+        SizeRule rule = SizeRule::Exact;
+        Handler handler = nullptr;
+    };
+    // The entry of `op`, or nullptr for an unknown op.
+    static const ControlOp* find_op(std::uint16_t op);
+    // Calls handler `Fn` with what it takes of `r`: every handler takes
+    // (connection, header, message, reply buffer), then optionally `int&
+    // reply_fd` and/or `int received_fd`, in that order.
+    template <auto Fn>
+    std::size_t serve(Request& r);
+    template <auto Fn>
+    static constexpr ControlOp exact(std::uint16_t op, std::size_t size) {
+        return {op, size, SizeRule::Exact, &ControlServer::serve<Fn>};
+    }
+
+    // Device, PD, status and stats ops (control_server.cc).
+    std::size_t hello(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                      int& reply_fd);
+    std::size_t query_device(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t query_port(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t alloc_pd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t dealloc_pd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t status(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t stats(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t stats_reasons(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t explain_fetch(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t list_mrs(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    // MRs, MWs and relaxed-MR pools (handlers_mr.cc).
+    std::size_t reg_mr(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                       int received_fd);
+    std::size_t dereg_mr(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t alloc_mw(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t dealloc_mw(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t bind_mw(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t create_relaxed_pool(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                    std::uint8_t* out, int& reply_fd);
+    std::size_t flush_relaxed(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // CQ, QP, SRQ and AH operations (handlers_queues.cc, handlers_qp.cc);
-    // `h` was validated (a known op of the right size).
-    // `received_fd`: the fd the request carried, or -1 (closed by the caller).
+    // `h` was validated (a known op of the right size); `received_fd`, where
+    // taken: the fd the request carried, or -1 (closed by the caller).
     std::size_t dispatch_queues(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                std::uint8_t* out, int& reply_fd, int received_fd);
-    std::size_t handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
-                          int& reply_fd);
+                                std::uint8_t* out, int& reply_fd);
+    std::size_t handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     std::size_t create_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                           int& reply_fd, int received_fd);
     std::size_t resize_cq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
@@ -159,12 +220,12 @@ private:
 
     std::string path_;
     device::Device& device_;
-    int listen_fd_ = -1;
-    int epoll_fd_ = -1;
+    UniqueFd listen_fd_;
+    UniqueFd epoll_fd_;
     std::unordered_map<int, Connection> connections_;
     std::unordered_map<std::uint32_t, uid_t> client_uids_;  // by client id: SO_PEERCRED's uid
     // Read ends of async-event pipes, handed over with the HELLO reply.
-    std::unordered_map<int, int> pending_async_read_;
+    std::unordered_map<int, UniqueFd> pending_async_read_;
     // Backlogged async-event fds watched for EPOLLOUT -> their connection's fd.
     std::unordered_map<int, int> async_backlogged_;
     // Connection fd by the pidfd of its connecting process.
@@ -182,10 +243,11 @@ private:
     std::unordered_map<std::uint32_t, PoolMapping> pools_;  // by pool handle (its base key index)
 
     ClientQuota quota_;
+    MrRegistrations mr_registrations_{device_.mrs(), quota_};  // every MR's memory path
     device::RingRegistry rings_;
     Datapath* datapath_ = nullptr;
     net::FaultPort* faults_ = nullptr;
-    int doorbell_fd_ = -1;
+    UniqueFd doorbell_fd_;
 
     // The emulated rdma_cm device. Connections between its own ids are
     // made inside the daemon (ucma/loopback_cm.h); those to peers behind a

@@ -324,7 +324,6 @@ void Datapath::on_client_gone(std::uint32_t client) {
         add_to(departed_dma_, m->second->counters());
         memories_.erase(m);
     }
-    std::erase_if(shared_by_lkey_, [client](const auto& entry) { return entry.second.client == client; });
 }
 
 void Datapath::on_cq(std::shared_ptr<const device::CqRings> cq) {
@@ -379,30 +378,6 @@ void Datapath::on_destroy_qp(std::uint32_t qpn) {
 void Datapath::on_destroy_srq(std::uint32_t srq) {
     engine_->remove_srq(srq);
     srqs_.erase(srq);
-}
-
-int Datapath::on_shared_memory(std::uint32_t client, std::uint32_t lkey, std::uint64_t addr, std::uint64_t length,
-                               int fd, std::uint64_t offset) {
-    dma::ClientMemory* m = memory_of(client);
-    const int err = m == nullptr ? EINVAL : m->add_shared(addr, length, fd, offset);
-    // The new reference first, then the old one goes: a rereg within the same
-    // shared memory keeps its mapping instead of unmapping and mapping again.
-    on_mr_unshared(lkey);
-    if (err == 0) {
-        shared_by_lkey_[lkey] = SharedRange{client, addr, length};
-    }
-    return err;
-}
-
-void Datapath::on_mr_unshared(std::uint32_t lkey) {
-    auto it = shared_by_lkey_.find(lkey);
-    if (it == shared_by_lkey_.end()) {
-        return;
-    }
-    if (dma::ClientMemory* m = memory_of(it->second.client)) {
-        m->remove_shared(it->second.addr, it->second.length);
-    }
-    shared_by_lkey_.erase(it);
 }
 
 dma::DmaCounters Datapath::dma_counters() const {

@@ -102,16 +102,9 @@ public:
     void on_destroy_qp(std::uint32_t qpn);
     void on_destroy_srq(std::uint32_t srq);
     void on_destroy_ah(std::uint32_t ah) { engine_->remove_ah(ah); }
-    // MR `lkey`, whose memory the provider shares (UROCE_REG_SHARED at
-    // REG_MR, or REREG_MR to a new translation): map it for the zero-copy
-    // path and remember the reference under the lkey (replacing, and then
-    // dropping, the one the MR held before). 0 or an errno; on an error the
-    // MR keeps no shared reference.
-    int on_shared_memory(std::uint32_t client, std::uint32_t lkey, std::uint64_t addr, std::uint64_t length,
-                         int fd, std::uint64_t offset);
-    // MR `lkey` no longer uses the shared range it had (DEREG_MR, or REREG_MR
-    // to a translation that is not shared): drop its reference.
-    void on_mr_unshared(std::uint32_t lkey);
+    // How the engine reaches `client`'s memory (for its MRs' shared
+    // mappings, mr_registrations.h); nullptr for no client.
+    [[nodiscard]] dma::ClientMemory* client_memory(std::uint32_t client) { return memory_of(client); }
     // The QP state the engine holds (it moves QPs to ERR on its own).
     [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const { return engine_->qp_state(qpn); }
 
@@ -185,13 +178,6 @@ private:
     std::unique_ptr<engine::Engine> engine_;
     std::unordered_map<std::uint32_t, std::unique_ptr<dma::ClientMemory>> memories_;
     dma::DmaCounters departed_dma_;  // of clients gone, so stats keep them
-    // The shared range each MR holds a reference on (ClientMemory::add_shared).
-    struct SharedRange {
-        std::uint32_t client = 0;
-        std::uint64_t addr = 0;
-        std::uint64_t length = 0;
-    };
-    std::unordered_map<std::uint32_t, SharedRange> shared_by_lkey_;
     const IdleCounters* idle_counters_ = nullptr;
     // Keep each object's ring mapping alive while the engine points into it.
     std::unordered_map<std::uint32_t, std::shared_ptr<const device::CqRings>> cqs_;

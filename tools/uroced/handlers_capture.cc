@@ -8,17 +8,6 @@
 
 namespace uroce::daemon {
 
-std::size_t capture_request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_CAPTURE_START:
-            return sizeof(uroce_ctrl_capture_start);
-        case UROCE_CTRL_CAPTURE_STOP:
-            return sizeof(uroce_ctrl_handle);
-        default:
-            return 0;
-    }
-}
-
 std::size_t ControlServer::dispatch_capture(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                             std::uint8_t* out, int received_fd) {
     CaptureTap* tap = datapath_ != nullptr ? datapath_->capture() : nullptr;

@@ -17,19 +17,6 @@
 
 namespace uroce::daemon {
 
-std::size_t cm_request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_CM_OPEN_CHANNEL:
-            return sizeof(uroce_ctrl_hdr);
-        case UROCE_CTRL_CM_COMMAND:
-            return sizeof(uroce_ctrl_cm_command);
-        case UROCE_CTRL_CM_GET_EVENT:
-            return sizeof(uroce_ctrl_handle);
-        default:
-            return 0;
-    }
-}
-
 namespace {
 
 // Whether `fd` is what CM_OPEN_CHANNEL wants: an AF_UNIX SOCK_SEQPACKET socket.
@@ -72,10 +59,7 @@ std::size_t ControlServer::dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, c
             }
             const ucma::ChannelId channel = ucma_.open_channel(c.uid, doorbell);
             // Only the hang-up matters: the daemon never reads the socket.
-            epoll_event ev{};
-            ev.events = EPOLLRDHUP;
-            ev.data.fd = doorbell;
-            if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, doorbell, &ev) != 0) {
+            if (!epoll_watch(epoll_fd_.get(), doorbell, EPOLLRDHUP, "an rdma_cm channel doorbell")) {
                 ucma_.close_channel(channel);
                 return status_only(out, h, ENOMEM);
             }
@@ -125,7 +109,7 @@ void ControlServer::close_cm_channel(int doorbell_fd) {
     if (it == cm_channels_.end()) {
         return;
     }
-    epoll_unwatch(epoll_fd_, doorbell_fd, "an rdma_cm channel doorbell");
+    epoll_unwatch(epoll_fd_.get(), doorbell_fd, "an rdma_cm channel doorbell");
     const ucma::ChannelId channel = it->second.channel;
     cm_channels_.erase(it);
     quota_.remove(ObjectKind::CmChannel, channel);

@@ -11,23 +11,6 @@
 
 namespace uroce::daemon {
 
-std::size_t fault_request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_FAULT_ADD:
-            return sizeof(uroce_ctrl_fault_add);
-        case UROCE_CTRL_FAULT_LIST:
-            return sizeof(uroce_ctrl_fault_list);
-        case UROCE_CTRL_FAULT_CLEAR:
-            return sizeof(uroce_ctrl_fault_clear);
-        case UROCE_CTRL_FAULT_SEED:
-            return sizeof(uroce_ctrl_fault_seed);
-        case UROCE_CTRL_FAULT_TOTALS:
-            return sizeof(uroce_ctrl_hdr);
-        default:
-            return 0;
-    }
-}
-
 namespace {
 
 // ADD, CLEAR and SEED change what happens to every client's frames: only

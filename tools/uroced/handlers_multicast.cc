@@ -11,16 +11,6 @@
 
 namespace uroce::daemon {
 
-std::size_t multicast_request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_ATTACH_MCAST:
-        case UROCE_CTRL_DETACH_MCAST:
-            return sizeof(uroce_ctrl_mcast);
-        default:
-            return 0;
-    }
-}
-
 static_assert(engine::kMaxMulticastGroups == UROCE_MAX_MCAST_GRP);
 static_assert(engine::kMaxQpsPerGroup == UROCE_MAX_MCAST_QP_ATTACH);
 static_assert(engine::kMaxTotalAttachments == UROCE_MAX_TOTAL_MCAST_QP_ATTACH);

@@ -185,12 +185,10 @@ std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, con
 }
 
 std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                     std::uint8_t* out, int& reply_fd) {
+                                     std::uint8_t* out) {
     device::QueueObjects& q = device_.queues();
     const std::uint32_t owner = c.client;
     switch (h.op) {
-        case UROCE_CTRL_CREATE_QP:
-            return create_qp(c, h, msg, out, reply_fd);
         case UROCE_CTRL_MODIFY_QP: {
             const auto req = read_as<uroce_ctrl_modify_qp>(msg);
             const char* reason = nullptr;
@@ -244,8 +242,7 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
             return status_only(out, h, err);
         }
         default:
-            // request_size() admitted only known operations.
-            return status_only(out, h, EINVAL);
+            return status_only(out, h, EINVAL);  // the table (control_ops.cc) sends only the ops above here
     }
 }
 

@@ -20,35 +20,6 @@
 
 namespace uroce::daemon {
 
-std::size_t queue_request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_CREATE_CQ:
-            return sizeof(uroce_ctrl_create_cq);
-        case UROCE_CTRL_RESIZE_CQ:
-            return sizeof(uroce_ctrl_resize_cq);
-        case UROCE_CTRL_DESTROY_CQ:
-        case UROCE_CTRL_QUERY_QP:
-        case UROCE_CTRL_DESTROY_QP:
-        case UROCE_CTRL_QUERY_SRQ:
-        case UROCE_CTRL_DESTROY_SRQ:
-        case UROCE_CTRL_DESTROY_AH:
-            return sizeof(uroce_ctrl_handle);
-        case UROCE_CTRL_CREATE_QP:
-            return sizeof(uroce_ctrl_create_qp);
-        case UROCE_CTRL_MODIFY_QP:
-            return sizeof(uroce_ctrl_modify_qp);
-        case UROCE_CTRL_CREATE_SRQ:
-        case UROCE_CTRL_MODIFY_SRQ:
-            return sizeof(uroce_ctrl_srq);
-        case UROCE_CTRL_CREATE_AH:
-            return sizeof(uroce_ctrl_create_ah);
-        case UROCE_CTRL_DOORBELL:
-            return sizeof(uroce_ctrl_hdr);
-        default:
-            return 0;
-    }
-}
-
 namespace {
 
 qp::AhAttr ah_from_wire(const uroce_ctrl_ah_attr& w) {
@@ -250,14 +221,10 @@ std::size_t ControlServer::create_srq(Connection& c, const uroce_ctrl_hdr& h, co
 }
 
 std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                           std::uint8_t* out, int& reply_fd, int received_fd) {
+                                           std::uint8_t* out, int& reply_fd) {
     device::QueueObjects& q = device_.queues();
     const std::uint32_t owner = c.client;
     switch (h.op) {
-        case UROCE_CTRL_CREATE_CQ:
-            return create_cq(c, h, msg, out, reply_fd, received_fd);
-        case UROCE_CTRL_RESIZE_CQ:
-            return resize_cq(c, h, msg, out, reply_fd);
         case UROCE_CTRL_DESTROY_CQ: {
             const std::uint32_t cq = read_as<uroce_ctrl_handle>(msg).handle;
             const int err = q.destroy_cq(owner, cq);
@@ -270,8 +237,6 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             }
             return status_only(out, h, err);
         }
-        case UROCE_CTRL_CREATE_SRQ:
-            return create_srq(c, h, msg, out, reply_fd);
         case UROCE_CTRL_MODIFY_SRQ: {
             const auto req = read_as<uroce_ctrl_srq>(msg);
             const device::SrqAttr a{req.max_wr, req.max_sge, req.srq_limit};
@@ -341,7 +306,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             return status_only(out, h, err);
         }
         case UROCE_CTRL_DOORBELL: {
-            reply_fd = ::fcntl(doorbell_fd_, F_DUPFD_CLOEXEC, 0);  // closed after sending
+            reply_fd = ::fcntl(doorbell_fd_.get(), F_DUPFD_CLOEXEC, 0);  // closed after sending
             if (reply_fd < 0) {
                 log_warn("client {}: cannot pass the doorbell: {}", owner, std::strerror(errno));
                 return status_only(out, h, ENOMEM);
@@ -349,7 +314,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
             return write_reply(out, h, 0, uroce_ctrl_handle{});
         }
         default:
-            return handle_qp(c, h, msg, out, reply_fd);
+            return status_only(out, h, EINVAL);  // the table sends only the ops above here
     }
 }
 

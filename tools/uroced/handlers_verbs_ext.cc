@@ -8,15 +8,6 @@
 
 namespace uroce::daemon {
 
-std::size_t verbs_ext_request_size(std::uint16_t op) {
-    switch (op) {
-        case UROCE_CTRL_ADVISE_MR:
-            return sizeof(uroce_ctrl_advise_mr);
-        default:
-            return 0;
-    }
-}
-
 std::size_t ControlServer::dispatch_verbs_ext(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                               std::uint8_t* out, int& /*reply_fd*/) {
     switch (h.op) {

@@ -36,23 +36,4 @@ inline std::size_t status_only(std::uint8_t* out, const uroce_ctrl_hdr& req, int
     return sizeof(h);
 }
 
-// The exact size of a request of `op` for the queue-object operations
-// (CQ, QP, SRQ, AH; handlers_queues.cc), 0 for any other op.
-std::size_t queue_request_size(std::uint16_t op);
-
-// The exact size of a request of ops 110-119 (ODP advice, XRC;
-// handlers_verbs_ext.cc), 0 for any other op.
-std::size_t verbs_ext_request_size(std::uint16_t op);
-
-// The exact size of a request of an rdma_cm op (handlers_cm.cc), 0 for any other op.
-std::size_t cm_request_size(std::uint16_t op);
-// The size of a capture request (handlers_capture.cc), or 0 for other ops.
-std::size_t capture_request_size(std::uint16_t op);
-
-// The exact size of a request of a fault op (handlers_fault.cc), 0 for any other op.
-std::size_t fault_request_size(std::uint16_t op);
-
-// The exact size of a request of a multicast op (handlers_multicast.cc), 0 for any other op.
-std::size_t multicast_request_size(std::uint16_t op);
-
 }  // namespace uroce::daemon
