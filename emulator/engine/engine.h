@@ -40,6 +40,12 @@ namespace uroce::engine {
 // each; only CQs made for ibv_create_cq_ex timestamps ask for it).
 enum class CompletionStamp : std::uint8_t { None, Times };
 
+// How the requester asks for an RDMA READ (docs/congestion.md).
+enum class ReadAsking : std::uint8_t {
+    Whole,    // every request of the READ runs to its last byte
+    InParts,  // longer than the initial window: parts of what the window has room for
+};
+
 // Where built frames go: the port through neighbour resolution, or a test.
 class FrameSink {
 public:
@@ -268,6 +274,8 @@ private:
     // Response packets the next READ request of `w` asks for: the rest of
     // the READ, or what the window has room for (at least one packet).
     std::uint32_t read_part(const QueuePair& qp, const SendWqe& w) const;
+    // Whether every request of READ `w` asks to its end, or it goes in parts.
+    [[nodiscard]] ReadAsking read_asking(const SendWqe& w) const;
     // Whether a READ before `w` in the send queue still waits for responses.
     bool older_read_outstanding(const QueuePair& qp, const SendWqe& w) const;
     // Starts the local ACK timer for a request frame handed to the port.

@@ -336,8 +336,22 @@ bool Engine::older_read_outstanding(const QueuePair& qp, const SendWqe& w) const
     return false;
 }
 
+ReadAsking Engine::read_asking(const SendWqe& w) const {
+    // A READ's range is checked by the responder only as far as one request
+    // names it (IBA 9.7.5.2.4, 10.6.7): asked for in parts, a READ ending
+    // past the peer's MR had its first parts' data placed before a later part
+    // was refused with REMOTE_ACCESS_ERR. Within the initial window, which
+    // every QP may always have in flight (share_engine_window), a READ is one
+    // request like on any RC device (IBA 9.4.5), so a refused READ changes no
+    // byte of its local buffer.
+    return w.packets <= config_.initial_window ? ReadAsking::Whole : ReadAsking::InParts;
+}
+
 std::uint32_t Engine::read_part(const QueuePair& qp, const SendWqe& w) const {
     std::uint32_t rest = w.packets - qp.sent_packets;
+    if (read_asking(w) == ReadAsking::Whole) {
+        return rest;  // asked again too: to the end, as it was asked first
+    }
     // Asking again for responses already asked for: stop where the earlier
     // requests stopped. The responder replays a duplicate only from its saved
     // resources; a request reaching past them would get a short answer and
