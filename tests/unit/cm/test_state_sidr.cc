@@ -104,5 +104,19 @@ TEST(CmSidr, RejectVerdictAnswersReject) {
     EXPECT_EQ(p.b.connection_count(), 0u);
 }
 
+TEST(CmSidr, NoListenerVerdictAnswersUnsupported) {
+    // The manager listens to every service and its user refuses a request
+    // nobody listens for with REJ reason 8: over SIDR that is status 1, as
+    // for a service with no listener in the manager itself, not a reject.
+    CmPair p;
+    p.b.listen_to_every_service(5);
+    p.b_ev.reply = [](const CmEvent&) { return Verdict::reject(RejReason::InvalidServiceId); };
+    (void)p.a.sidr_request(PeerAddress{kIpA, kIpB}, sidr_params());
+    p.pump();
+    EXPECT_EQ(std::get<SidrRepMsg>(*p.a_ev.last(CmEventType::SidrRepReceived)->message).status,
+              static_cast<std::uint8_t>(SidrStatus::Unsupported));
+    EXPECT_EQ(p.b.connection_count(), 0u);
+}
+
 }  // namespace
 }  // namespace uroce::cm
