@@ -12,6 +12,14 @@ void copy_private(std::span<const std::uint8_t> in, PrivateData<N>& out) {
     std::copy_n(in.begin(), std::min(in.size(), N), out.begin());
 }
 
+// The SIDR_REP status (IBA 12.11.2, table 120) that says what a refusal
+// with REJ reason `reason` says: nobody takes the service ID (REJ 8) is
+// status 1, as Linux's cm.c answers a SIDR_REQ no listener takes; any other
+// refusal is status 2.
+SidrStatus sidr_status_for(RejReason reason) {
+    return reason == RejReason::InvalidServiceId ? SidrStatus::Unsupported : SidrStatus::Reject;
+}
+
 }  // namespace
 
 ConnectionManager::ConnectionManager(const CmConfig& config, const CmClock& clock, MadSender& sender,
@@ -605,11 +613,7 @@ void ConnectionManager::after_request_upcall(CommId id, const Verdict& v, bool s
     case Verdict::Kind::Reject:
         if (sidr) {
             SidrReplyParams p;
-            // A service nobody listens on (the rdma_cm port has no listener
-            // behind listen_to_every_service) is IB_SIDR_UNSUPPORTED, as
-            // cm.c answers when no ib_cm listener matches; other refusals
-            // are IB_SIDR_REJECT.
-            p.status = v.reason == RejReason::InvalidServiceId ? SidrStatus::Unsupported : SidrStatus::Reject;
+            p.status = sidr_status_for(v.reason);
             sidr_reply(id, p);
         } else {
             send_rej(*c, v.reason, MsgRef::Req, {}, {});

@@ -29,6 +29,11 @@ PATH_MTU = 1024    # rxe's active MTU on a 1500-byte netdev
 # What a client of a refused rdma_cm connection prints (no listener yet).
 REFUSED_SIGNS = ("REJECTED", "rejected", "UNREACHABLE", "unreachable")
 CM_RETRY_SECONDS = 30
+# How long one side may still run once the other has exited 0: its work is
+# then done but for the last completions. An rxe requester whose last ACK was
+# lost after its peer exited retries without end (docs/interop.md, "Retry
+# count 7 is not forever"); without this bound the pair waits out its limit.
+FINISHED_PEER_GRACE = 60
 TOOLS = ["qemu-system-x86_64", "tcpdump", "ip", "stdbuf", "ibv_rc_pingpong", "ib_write_bw", "rping"]
 
 
@@ -48,18 +53,25 @@ class Endpoint:
 
 
 class PairOutcome:
-    def __init__(self, server_rc, server_out, client_rc, client_out, seconds, note=""):
-        self.server_rc, self.server_out = server_rc, server_out
-        self.client_rc, self.client_out = client_rc, client_out
+    """How a pair ended. `server` and `client` are harness.Side (exit status,
+    output, why it was killed), as in the harness's PairResult, so the
+    harness's rules about program pairs (pingpong_last_ack_lost) read it."""
+
+    def __init__(self, server, client, seconds, note=""):
+        self.server, self.client = server, client
         self.seconds = seconds
         self.note = note
 
     def ok(self):
-        return self.server_rc == 0 and self.client_rc == 0
+        return self.server.returncode == 0 and self.client.returncode == 0
 
-    def describe(self):
-        return (f"--- client (exit {self.client_rc}){self.note}\n{harness.tail(self.client_out, 25)}\n"
-                f"--- server (exit {self.server_rc})\n{harness.tail(self.server_out, 25)}")
+    def summary(self):
+        """One line: how each side ended and the first failure it printed."""
+        return harness.sides_summary(self.client, self.server)
+
+    def describe(self, lines=25):
+        return (f"--- client ({self.client.how()}){self.note}\n{harness.tail(self.client.output, lines)}\n"
+                f"--- server ({self.server.how()})\n{harness.tail(self.server.output, lines)}")
 
 
 def skip_reason():
@@ -161,39 +173,44 @@ class Env:
         server = self.guest.start(guest_server_script(server_argv, meeting, tcp_port, os.path.basename(marker)),
                                   label=f"server-{server_argv[0]}")
         deadline = time.monotonic() + timeout
-        client_rc, client_out, note = None, "(never started: the server did not listen)", ""
+        client, note, server_killed = _never_started("client", client_argv), "", None
         try:
             while not os.path.exists(marker) and server.returncode() is None and time.monotonic() < deadline:
                 time.sleep(0.02)
             if os.path.exists(marker):
-                client_rc, client_out, note = self._host_client(client_argv, meeting, deadline)
-            rc = server.wait(max(1.0, deadline - time.monotonic()) if client_rc == 0 else 5)
+                client, note = self._host_client(client_argv, meeting, deadline)
+            rest = max(1.0, deadline - time.monotonic())
+            rc = server.wait(min(rest, FINISHED_PEER_GRACE) if client.returncode == 0 else 5)
             if rc is None:
-                note += " [server killed: still running at the limit]"
+                server_killed = "still running at the limit"
+                note += f" [server killed: {server_killed}]"
         finally:
             server.kill()
-        return PairOutcome(server.returncode(), server.output(), client_rc, client_out, time.monotonic() - start,
-                           note)
+        server_side = harness.Side("server", server_argv, server.returncode(), server.output(), server_killed)
+        return PairOutcome(server_side, client, time.monotonic() - start, note)
 
     def _host_client(self, argv, meeting, deadline):
         attempts = 0
         while True:
             attempts += 1
+            killed = None
             try:
                 r = subprocess.run(self.daemon.exec_argv(*argv), capture_output=True, text=True,
                                    timeout=max(1.0, deadline - time.monotonic()))
                 rc, out = r.returncode, r.stdout + r.stderr
             except subprocess.TimeoutExpired as e:
-                rc = None
+                rc, killed = None, "still running at the limit"
                 out = f"killed at the time limit\n{_text(e.stdout)}{_text(e.stderr)}"
             refused = meeting is Meeting.RDMA_CM and rc not in (0, None) and any(s in out for s in REFUSED_SIGNS)
             if not refused or time.monotonic() > deadline:
-                return rc, out, (f" [{attempts} attempts]" if attempts > 1 else "")
+                return (harness.Side("client", argv, rc, out, killed),
+                        f" [{attempts} attempts]" if attempts > 1 else "")
             time.sleep(0.2)
 
     def _uroce_server(self, server_argv, client_argv, meeting, tcp_port, timeout, start):
         server = harness.start_program("server", self.daemon.exec_argv(*server_argv))
         client = None
+        client_killed = None
         note = ""
         try:
             listening = True
@@ -201,7 +218,8 @@ class Env:
                 listening = harness.wait_listening(tcp_port, server.proc, seconds=30)
             if listening:
                 client = self.guest.start(guest_client_script(client_argv, meeting), label=f"client-{client_argv[0]}")
-                client.wait(timeout)
+                if _wait_beside(client, server.proc, timeout) is None:
+                    client_killed = "still running at the limit"
             deadline = time.monotonic() + (30 if client is not None and client.returncode() == 0 else 3)
             while server.proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.02)
@@ -211,9 +229,9 @@ class Env:
                 client.kill()
         if side.killed:
             note = f" [server {side.killed}]"
-        client_rc = client.returncode() if client else None
-        client_out = client.output() if client else "(never started: the server did not listen)"
-        return PairOutcome(side.returncode, side.output, client_rc, client_out, time.monotonic() - start, note)
+        client_side = (harness.Side("client", client_argv, client.returncode(), client.output(), client_killed)
+                       if client else _never_started("client", client_argv))
+        return PairOutcome(side, client_side, time.monotonic() - start, note)
 
     # --- loss inside the guest
     def set_loss(self, percent):
@@ -238,6 +256,26 @@ class Env:
             self.guest.close()
             self.guest = None
         self.tmp.cleanup()
+
+
+def _wait_beside(job, peer, seconds):
+    """The guest job's exit status, or None when it still runs `seconds`
+    from now or FINISHED_PEER_GRACE after the host process `peer` exited 0."""
+    deadline = time.monotonic() + seconds
+    peer_done = None
+    while time.monotonic() < deadline:
+        rc = job.wait(0.2)
+        if rc is not None:
+            return rc
+        if peer_done is None and peer.poll() == 0:
+            peer_done = time.monotonic()
+        if peer_done is not None and time.monotonic() - peer_done > FINISHED_PEER_GRACE:
+            return None
+    return job.returncode()
+
+
+def _never_started(role, argv):
+    return harness.Side(role, argv, None, "(never started: the server did not listen)", None)
 
 
 def _text(b):

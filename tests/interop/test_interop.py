@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """uroce against the Linux kernel's rdma_rxe, live (docs/interop.md).
 
-usage: test_interop.py UROCED UROCE CACHE_DIR [--only SUBSTRING]...
+usage: test_interop.py UROCED UROCE CACHE_DIR [--only SUBSTRING]... [--repeat N]
 
 Boots Debian 12's kernel in QEMU (TCG, 2 vCPUs) once, with rdma_rxe on the
 guest's eth0; a uroced in a host network namespace on the other end of the
@@ -30,18 +30,24 @@ from interop_env import Direction, Meeting  # noqa: E402
 TCP_PORT = 18515
 CM_PORT = 7174
 LOSS_PERCENT = 5
+# The last lines of each program a failed run's summary repeats at the end.
+FAILURE_TAIL_LINES = 8
 
 
 class Case:
     """One program pair. argv(endpoint, role, server) gives a side's argv:
     role is 'server' or 'client', server the server's endpoint."""
 
-    def __init__(self, name, argv, meeting=Meeting.TCP, expect=None, timeout=180, known_exit_race=None):
+    def __init__(self, name, argv, meeting=Meeting.TCP, expect=None, timeout=180, known_exit_race=None,
+                 pingpong_iters=None):
         self.name, self.argv, self.meeting, self.expect, self.timeout = name, argv, meeting, expect, timeout
         # A message a program prints when it trips over its own teardown
         # after its work is done and checked (the client's exit status is
         # then not the interop's verdict; everything else still must hold).
         self.known_exit_race = known_exit_race
+        # An ibv_rc_pingpong case under loss: its last SEND's ACK lost after
+        # the peer exited is explained (harness.pingpong_last_ack_lost).
+        self.pingpong_iters = pingpong_iters
 
 
 def pingpong(program, size, iters, events=False, extra=()):
@@ -106,8 +112,10 @@ CASES = (
     + [Case(f"{t} 2 B", perftest(t, 2, 100), expect=has_result_row)
        for t in ("ib_write_lat", "ib_read_lat", "ib_send_lat")]
 )
+LOSS_PINGPONG_ITERS = 50
 LOSS_CASES = [
-    Case(f"rc_pingpong 4096 B, {LOSS_PERCENT}% loss", pingpong("ibv_rc_pingpong", 4096, 50), timeout=300),
+    Case(f"rc_pingpong 4096 B, {LOSS_PERCENT}% loss", pingpong("ibv_rc_pingpong", 4096, LOSS_PINGPONG_ITERS),
+         timeout=300, pingpong_iters=LOSS_PINGPONG_ITERS),
     Case(f"ib_write_bw 64 KiB, {LOSS_PERCENT}% loss", perftest("ib_write_bw", 65536, 50), expect=has_result_row,
          timeout=300),
 ]
@@ -125,12 +133,36 @@ CM_CASES = [
 class Matrix:
     def __init__(self):
         self.rows = {}  # case name -> {Direction: (ok, seconds, why)}
+        self.failed = []  # (case name, Direction, why, outcome) of every failed run, in order
+        self.counts = {}  # (case name, Direction) -> {"pass": n, "explained": n, "FAIL": n}
 
-    def record(self, case, direction, ok, seconds, why=""):
-        self.rows.setdefault(case.name, {})[direction] = (ok, seconds, why)
+    def record(self, case, direction, ok, seconds, why="", outcome=None, explained=False):
+        # With --repeat a case runs several times: its cell keeps the first failure.
+        cells = self.rows.setdefault(case.name, {})
+        if not ok or direction not in cells or cells[direction][0]:
+            cells[direction] = (ok, seconds, why)
+        if not ok:
+            self.failed.append((case.name, direction, why, outcome))
+        count = self.counts.setdefault((case.name, direction), {"pass": 0, "explained": 0, "FAIL": 0})
+        count["FAIL" if not ok else "explained" if explained else "pass"] += 1
+
+    def runs(self):
+        """Per case and direction: runs passed, passed as explained, failed."""
+        return "; ".join(f"{name} ({d.value}): " + ", ".join(f"{v} {k}" for k, v in c.items())
+                         for (name, d), c in self.counts.items())
 
     def failures(self):
         return [(name, d, r[2]) for name, cells in self.rows.items() for d, r in cells.items() if not r[0]]
+
+    def failure_summary(self, lines=FAILURE_TAIL_LINES):
+        """Why each failed run failed, with the last lines of both programs;
+        printed last, so a console that keeps only the end of the log shows it."""
+        out = []
+        for name, direction, why, outcome in self.failed:
+            out.append(f"FAIL {name} ({direction.value}): {why}")
+            if outcome is not None:
+                out.append(outcome.describe(lines))
+        return "\n".join(out)
 
     def text(self):
         width = max(len(n) for n in self.rows) if self.rows else 10
@@ -148,6 +180,20 @@ class Matrix:
         return "\n".join(lines)
 
 
+def explained_failure(case, direction, outcome):
+    """A note when `outcome` failed only in a way the programs themselves
+    cause, whatever the device; None otherwise."""
+    if (case.known_exit_race and outcome.server.returncode == 0 and outcome.client.returncode not in (0, None)
+            and case.known_exit_race in outcome.client.output):
+        return f" [client exit {outcome.client.returncode} after its work: {case.known_exit_race}]"
+    rxe_role = "server" if direction is Direction.UROCE_CLIENT else "client"
+    if case.pingpong_iters and ienv.harness.pingpong_last_ack_lost(outcome, case.pingpong_iters,
+                                                                   endless_retries=(rxe_role,)):
+        failed = outcome.server if outcome.server.returncode != 0 or outcome.server.killed else outcome.client
+        return f" [the last SEND's ACK was lost after the peer exited (no closing handshake): {failed.role} {failed.how()}]"
+    return None
+
+
 def run_case(env, matrix, case):
     for direction in Direction:
         server_end, client_end = env.endpoints(direction)
@@ -155,16 +201,16 @@ def run_case(env, matrix, case):
                                case.argv(client_end, "client", server_end), case.meeting,
                                tcp_port=TCP_PORT, timeout=case.timeout)
         ok = outcome.ok()
-        why = ""
-        if (not ok and case.known_exit_race and outcome.server_rc == 0 and outcome.client_rc not in (0, None)
-                and case.known_exit_race in outcome.client_out):
-            ok = True
-            outcome.note += f" [client exit {outcome.client_rc} after its work: {case.known_exit_race}]"
-        if ok and case.expect is not None and not case.expect(outcome.client_out):
+        why = "" if ok else outcome.summary()
+        explained = None if ok else explained_failure(case, direction, outcome)
+        if explained:
+            ok, why = True, ""
+            outcome.note += explained
+        if ok and case.expect is not None and not case.expect(outcome.client.output):
             ok, why = False, "the client's output lacks what the case expects"
         if not env.daemon.alive():
             ok, why = False, "uroced died"
-        matrix.record(case, direction, ok, outcome.seconds, why)
+        matrix.record(case, direction, ok, outcome.seconds, why, outcome, explained=bool(explained))
         status = "pass" if ok else "FAIL"
         print(f"{status}  {case.name:<32} {direction.value:<26} {outcome.seconds:6.1f} s{outcome.note}",
               file=sys.stderr, flush=True)
@@ -179,6 +225,7 @@ def main():
     ap.add_argument("uroce")
     ap.add_argument("cache")
     ap.add_argument("--only", action="append", help="run only the cases whose name contains this (repeatable)")
+    ap.add_argument("--repeat", type=int, default=1, help="run each selected case this many times (one guest)")
     args = ap.parse_args()
     reason = ienv.skip_reason()
     if reason:
@@ -191,9 +238,10 @@ def main():
     try:
         print(f"guest ready in {env.guest.boot_seconds:.1f} s: {env.guest.banner}", file=sys.stderr, flush=True)
         selected = lambda cases: [c for c in cases if not args.only or any(o in c.name for o in args.only)]  # noqa: E731
-        for case in selected(CASES):
+        repeated = lambda cases: [c for c in selected(cases) for _ in range(args.repeat)]  # noqa: E731
+        for case in repeated(CASES):
             run_case(env, matrix, case)
-        loss = selected(LOSS_CASES)
+        loss = repeated(LOSS_CASES)
         if loss:
             env.set_loss(LOSS_PERCENT)
             try:
@@ -202,7 +250,7 @@ def main():
                 print(f"netem drops (guest egress, ingress): {env.loss_counters()}", file=sys.stderr)
             finally:
                 env.set_loss(0)
-        for case in selected(CM_CASES):
+        for case in repeated(CM_CASES):
             run_case(env, matrix, case)
         rc, totals, err = env.decode_capture()
         icrc_ok = rc == 0 and totals.get("roce", 0) > 0 and totals.get("icrc_ok") == totals.get("roce") \
@@ -214,7 +262,13 @@ def main():
     print(f"capture: {totals.get('roce', 0)} RoCE frames, {totals.get('icrc_ok', 0)} ICRC good, "
           f"{totals.get('icrc_bad', 0)} bad: {'pass' if icrc_ok else 'FAIL'}")
     print(f"interop suite: {time.monotonic() - started:.0f} s")
+    if args.repeat > 1:
+        print(f"runs: {matrix.runs()}")
     failures = matrix.failures()
+    if matrix.failed:
+        # stderr, last: meson shows a failed test's stdout and then its
+        # stderr, and its console keeps only the last 100 lines of that.
+        print(f"--- why each failed run failed\n{matrix.failure_summary()}", file=sys.stderr)
     return 0 if not failures and icrc_ok else 1
 
 

@@ -3,7 +3,8 @@
 connected by real IB CM MADs on QP1 (the wire CM, docs/rdmacm-device.md "Over the
 wire"): rping (data verified), ucmatose (10 connections), udaddy (SIDR),
 ib_write_bw -R and ib_send_bw -R; a connect to a port nobody listens on is
-REJECTED (REJ 8 from the peer daemon) in bounded time; and a capture of one
+REJECTED (REJ 8 from the peer daemon), and a udaddy there UNREACHABLE with
+SIDR status 1, in bounded time; and a capture of one
 rping connection in the peer namespace holds REQ, REP, RTU, DREQ and DREP,
 which `uroce decode` reads with good ICRCs.
 
@@ -215,6 +216,16 @@ class RdmaCmOverTheWire(unittest.TestCase):
         out = r.stdout + r.stderr
         self.assertNotEqual(r.returncode, 0, out)
         self.assertIn("rejected", out.lower())
+        self.assertLess(time.monotonic() - start, REJECT_SECONDS, out)
+        # UD: a SIDR_REQ nobody listens for is answered with SIDR status 1
+        # (service ID not supported, as Linux's cm.c answers), which is what
+        # WirePair retries on; status 2 (reject) would end the test.
+        start = time.monotonic()
+        r = subprocess.run(self.topo.client.daemon.exec_argv("udaddy", "-s", self.server_ip()),
+                           capture_output=True, text=True, timeout=RUN_SECONDS)
+        out = r.stdout + r.stderr
+        self.assertNotEqual(r.returncode, 0, out)
+        self.assertIn("UNREACHABLE, error: 1\n", out)
         self.assertLess(time.monotonic() - start, REJECT_SECONDS, out)
 
     def test_capture_holds_the_cm_exchange(self):

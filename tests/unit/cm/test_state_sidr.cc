@@ -104,11 +104,10 @@ TEST(CmSidr, RejectVerdictAnswersReject) {
     EXPECT_EQ(p.b.connection_count(), 0u);
 }
 
-TEST(CmSidr, RefusedForNoListenerAnswersUnsupported) {
-    // rdma_cm's wire manager listens to every service and refuses a port
-    // without a listener with reason 8; on the wire that must read as
-    // Linux's answer for a service nobody listens on (udaddy's client then
-    // sees UNREACHABLE with status 1, not 2).
+TEST(CmSidr, NoListenerVerdictAnswersUnsupported) {
+    // The manager listens to every service and its user refuses a request
+    // nobody listens for with REJ reason 8: over SIDR that is status 1, as
+    // for a service with no listener in the manager itself, not a reject.
     CmPair p;
     p.b.listen_to_every_service(5);
     p.b_ev.reply = [](const CmEvent&) { return Verdict::reject(RejReason::InvalidServiceId); };
