@@ -88,6 +88,10 @@ constexpr pabi::verbs_context_ops kContextOps = [] {
     ops.query_srq = query_srq;
     ops.destroy_srq = destroy_srq;
     ops.post_srq_recv = post_srq_recv;
+    ops.open_xrcd = open_xrcd;
+    ops.close_xrcd = close_xrcd;
+    ops.create_srq_ex = create_srq_ex;
+    ops.get_srq_num = get_srq_num;
     ops.create_ah = create_ah;
     ops.destroy_ah = destroy_ah;
     return ops;

@@ -85,7 +85,7 @@ void wr_send_inv(ibv_qp_ex* qp, std::uint32_t invalidate_rkey) {
 void wr_send_tso(ibv_qp_ex* qp, void* /*hdr*/, std::uint16_t /*hdr_sz*/, std::uint16_t /*mss*/) {
     batch_of(qp).fail(EOPNOTSUPP);
 }
-void wr_set_xrc_srqn(ibv_qp_ex* qp, std::uint32_t /*remote_srqn*/) { batch_of(qp).fail(EOPNOTSUPP); }
+void wr_set_xrc_srqn(ibv_qp_ex* qp, std::uint32_t remote_srqn) { batch_of(qp).set_xrc_srqn(remote_srqn); }
 void wr_atomic_write(ibv_qp_ex* qp, std::uint32_t /*rkey*/, std::uint64_t /*remote_addr*/,
                      const void* /*atomic_wr*/) {
     batch_of(qp).fail(EOPNOTSUPP);

@@ -136,6 +136,14 @@ private:
     // Ops 110-119: ibv_advise_mr, XRC (handlers_verbs_ext.cc).
     std::size_t dispatch_verbs_ext(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                    std::uint8_t* out, int& reply_fd);
+    // Ops 120-129: XRC domains, SRQs and target QPs (handlers_xrc.cc).
+    std::size_t dispatch_xrc(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                             int& reply_fd);
+    std::size_t open_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t close_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                               int& reply_fd);
+    std::size_t create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // rdma_cm event channels and commands (handlers_cm.cc).
     std::size_t dispatch_cm(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                             int received_fd);

@@ -44,6 +44,9 @@ std::size_t queue_request_size(std::uint16_t op);
 // handlers_verbs_ext.cc), 0 for any other op.
 std::size_t verbs_ext_request_size(std::uint16_t op);
 
+// The exact size of a request of ops 120-129 (XRC; handlers_xrc.cc), 0 for any other op.
+std::size_t xrc_request_size(std::uint16_t op);
+
 // The exact size of a request of an rdma_cm op (handlers_cm.cc), 0 for any other op.
 std::size_t cm_request_size(std::uint16_t op);
 // The size of a capture request (handlers_capture.cc), or 0 for other ops.
