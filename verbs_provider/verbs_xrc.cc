@@ -4,8 +4,8 @@
 // number (work_queue.cc, send_batch.cc).
 //
 // A domain opened with a file is shared by every process that opens the
-// same file on this device: the daemon keys it by the file's st_dev and
-// st_ino, taken here with fstat, as the kernel keys it by inode.
+// same file on this device: the file travels with OPEN_XRCD and the daemon
+// keys the domain by its st_dev and st_ino, as the kernel keys it by inode.
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -43,7 +43,9 @@ ibv_xrcd* open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr) {
         return nullptr;
     }
     uroce_ctrl_handle reply{};
-    if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
+    // The file goes along (SCM_RIGHTS): the daemon takes its inode itself.
+    if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply, attr->fd >= 0 ? attr->fd : -1);
+        err != 0) {
         delete x;
         errno = err;
         return nullptr;

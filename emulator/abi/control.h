@@ -409,9 +409,10 @@ struct uroce_ctrl_srq {
 };
 
 /* XRC domains (ibv_open_xrcd(3)). OPEN_XRCD: `has_inode` 0 makes a domain
- * of this connection alone; 1 names the file the application passed (the
- * provider's fstat of it: st_dev, st_ino), and every opener of the same
- * file shares one domain. `create` 1 (O_CREAT) makes the file's domain when
+ * of this connection alone; 1: the request carries the file the application
+ * passed (SCM_RIGHTS; EBADF without), the daemon takes its st_dev and
+ * st_ino, and every opener of the same file shares one domain (`dev` and
+ * `ino` are the provider's fstat of it, for logs only). `create` 1 (O_CREAT) makes the file's domain when
  * there is none, `exclusive` 1 (O_EXCL) fails with EEXIST when there is one;
  * without `create` a missing domain is ENOENT. The reply is a
  * uroce_ctrl_handle: this connection's reference, which CLOSE_XRCD (a

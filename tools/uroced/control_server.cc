@@ -827,7 +827,7 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
                 return dispatch_verbs_ext(c, h, msg, out, reply_fd);
             }
             if (xrc_request_size(h.op) != 0) {
-                return dispatch_xrc(c, h, msg, out, reply_fd);
+                return dispatch_xrc(c, h, msg, out, reply_fd, received_fd);
             }
             return dispatch_queues(c, h, msg, out, reply_fd, received_fd);
     }

@@ -138,8 +138,9 @@ private:
                                    std::uint8_t* out, int& reply_fd);
     // Ops 120-129: XRC domains, SRQs and target QPs (handlers_xrc.cc).
     std::size_t dispatch_xrc(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
-                             int& reply_fd);
-    std::size_t open_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+                             int& reply_fd, int received_fd);
+    std::size_t open_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                          int received_fd);
     std::size_t close_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     std::size_t create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                                int& reply_fd);

@@ -3,6 +3,8 @@
 // device::QueueObjects (queue_objects_xrc.cc); here they get their rings and
 // reach the data path. An XRC initiator QP is made by CREATE_QP
 // (handlers_qp.cc) with qp_type IBV_QPT_XRC_SEND.
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -30,10 +32,10 @@ std::size_t xrc_request_size(std::uint16_t op) {
 }
 
 std::size_t ControlServer::dispatch_xrc(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                        std::uint8_t* out, int& reply_fd) {
+                                        std::uint8_t* out, int& reply_fd, int received_fd) {
     switch (h.op) {
         case UROCE_CTRL_OPEN_XRCD:
-            return open_xrcd(c, h, msg, out);
+            return open_xrcd(c, h, msg, out, received_fd);
         case UROCE_CTRL_CLOSE_XRCD:
             return close_xrcd(c, h, msg, out);
         case UROCE_CTRL_CREATE_XRC_SRQ:
@@ -46,14 +48,22 @@ std::size_t ControlServer::dispatch_xrc(Connection& c, const uroce_ctrl_hdr& h, 
 }
 
 std::size_t ControlServer::open_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
-                                     std::uint8_t* out) {
+                                     std::uint8_t* out, int received_fd) {
     const auto req = read_as<uroce_ctrl_open_xrcd>(msg);
     if (req.has_inode > 1 || req.create > 1 || req.exclusive > 1) {
         return status_only(out, h, EINVAL);
     }
     device::XrcdOpen how;
     if (req.has_inode == 1) {
-        how.inode = device::XrcdOpen::Inode{req.dev, req.ino};
+        // The file itself comes with the request: a client shares a domain
+        // only by holding the file, never by naming its inode (as the
+        // kernel's ib_uverbs_open_xrcd takes an fd).
+        struct stat st {};
+        if (received_fd < 0 || ::fstat(received_fd, &st) != 0) {
+            return status_only(out, h, EBADF);
+        }
+        how.inode = device::XrcdOpen::Inode{static_cast<std::uint64_t>(st.st_dev),
+                                            static_cast<std::uint64_t>(st.st_ino)};
     }
     how.create = req.create == 1;
     how.exclusive = req.exclusive == 1;
