@@ -64,10 +64,12 @@ std::uint64_t send_ops_offered(ibv_qp_type type) {
 }
 
 int check_qp_init_attr_ex(const ibv_qp_init_attr_ex& attr) {
-    // XRC (domains, SRQs, INI and TGT QPs) is not offered: an XRC target,
-    // which has an XRCD and no PD, is EOPNOTSUPP too, not EINVAL.
-    if (attr.qp_type == IBV_QPT_XRC_SEND || attr.qp_type == IBV_QPT_XRC_RECV) {
-        return EOPNOTSUPP;
+    // An XRC target has an XRCD and no PD, no CQs, no queues (ibv_create_qp_ex(3)).
+    if (attr.qp_type == IBV_QPT_XRC_RECV) {
+        if ((attr.comp_mask & IBV_QP_INIT_ATTR_XRCD) == 0 || attr.xrcd == nullptr) {
+            return EINVAL;
+        }
+        return (attr.comp_mask & ~(kQpCompMaskOffered | IBV_QP_INIT_ATTR_XRCD)) != 0 ? EOPNOTSUPP : 0;
     }
     if ((attr.comp_mask & IBV_QP_INIT_ATTR_PD) == 0 || attr.pd == nullptr) {
         return EINVAL;  // every QP but an XRC target needs a PD
@@ -78,7 +80,8 @@ int check_qp_init_attr_ex(const ibv_qp_init_attr_ex& attr) {
     if ((attr.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) != 0 && attr.create_flags != 0) {
         return EOPNOTSUPP;  // scatter-FCS, CVLAN stripping, source QPN, ...
     }
-    if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD) {
+    if (attr.qp_type != IBV_QPT_RC && attr.qp_type != IBV_QPT_UC && attr.qp_type != IBV_QPT_UD &&
+        attr.qp_type != IBV_QPT_XRC_SEND) {
         return EOPNOTSUPP;
     }
     if ((attr.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0 &&

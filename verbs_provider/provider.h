@@ -224,6 +224,10 @@ struct Srq {
     std::size_t ring_bytes;
     WorkQueue rq;
 };
+struct Xrcd {
+    ibv_xrcd xrcd;
+    std::uint32_t handle;  // this context's reference to the domain
+};
 
 // Maps `bytes` of a ring memfd the daemon passed and closes the fd; null
 // (errno set) when it cannot (verbs_cq.cc).
@@ -297,6 +301,17 @@ int modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int attr_mask);
 int query_srq(ibv_srq* srq, ibv_srq_attr* attr);
 int destroy_srq(ibv_srq* srq);
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr);
+// Sends a CREATE_SRQ or CREATE_XRC_SRQ request for `srq` (freed on failure)
+// and maps the ring its reply passes; `attr` gets the granted sizes.
+ibv_srq* finish_srq(Srq* srq, ibv_pd* pd, void* req, std::size_t req_len, ibv_srq_init_attr* attr);
+
+// verbs_xrc.cc: XRC domains, XRC SRQs, XRC target QPs (docs/provider.md "XRC").
+ibv_xrcd* open_xrcd(ibv_context* ctx, ibv_xrcd_init_attr* attr);
+int close_xrcd(ibv_xrcd* xrcd);
+ibv_srq* create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
+int get_srq_num(ibv_srq* srq, std::uint32_t* srq_num);
+// ibv_create_qp_ex of an IBV_QPT_XRC_RECV QP (create_qp_ex sends it here).
+ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 
 // verbs_ah.cc
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);

@@ -79,13 +79,15 @@ void wr_send_inv(ibv_qp_ex* qp, std::uint32_t invalidate_rkey) {
     }
 }
 
+// XRC send QPs: the remote XRC SRQ of the WR (send_batch.h).
+void wr_set_xrc_srqn(ibv_qp_ex* qp, std::uint32_t remote_srqn) { batch_of(qp).set_xrc_srqn(remote_srqn); }
+
 // Not offered (create_qp_ex refuses their send_ops_flags with EOPNOTSUPP);
 // the entries exist so that a call fails at ibv_wr_complete instead of
 // jumping to null.
 void wr_send_tso(ibv_qp_ex* qp, void* /*hdr*/, std::uint16_t /*hdr_sz*/, std::uint16_t /*mss*/) {
     batch_of(qp).fail(EOPNOTSUPP);
 }
-void wr_set_xrc_srqn(ibv_qp_ex* qp, std::uint32_t /*remote_srqn*/) { batch_of(qp).fail(EOPNOTSUPP); }
 void wr_atomic_write(ibv_qp_ex* qp, std::uint32_t /*rkey*/, std::uint64_t /*remote_addr*/,
                      const void* /*atomic_wr*/) {
     batch_of(qp).fail(EOPNOTSUPP);

@@ -105,6 +105,18 @@ void SendBatch::set_ud_addr(ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t 
     p->wr.wr.ud.remote_qkey = remote_qkey;
 }
 
+void SendBatch::set_xrc_srqn(std::uint32_t remote_srqn) {
+    Pending* p = current();
+    if (p == nullptr) {
+        return;
+    }
+    if (type_ != IBV_QPT_XRC_SEND) {
+        fail(EINVAL);
+        return;
+    }
+    p->wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
+
 ibv_send_wr* SendBatch::chain() {
     // Storage is final now: no vector grows after the pointers are taken.
     inline_sges_.clear();

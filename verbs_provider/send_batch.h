@@ -47,6 +47,8 @@ public:
     void set_sges(std::size_t num_sge, const ibv_sge* sg_list);
     void set_inline(std::size_t num_buf, const ibv_data_buf* buf_list);
     void set_ud_addr(ibv_ah* ah, std::uint32_t remote_qpn, std::uint32_t remote_qkey);
+    // ibv_wr_set_xrc_srqn: the remote XRC SRQ of an XRC send QP's WR begun last.
+    void set_xrc_srqn(std::uint32_t remote_srqn);
     // Records a mistake (the first one is kept).
     void fail(int err);
 

@@ -143,13 +143,18 @@ int attach_rings(Qp& qp, int fd, const uroce_ctrl_create_qp_reply& reply, bool h
 }  // namespace
 
 ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
-    if (attr->send_cq == nullptr || attr->recv_cq == nullptr || attr->send_cq->context != pd->context ||
-        attr->recv_cq->context != pd->context || (attr->srq != nullptr && attr->srq->context != pd->context)) {
+    // An XRC send QP has no receive side: no SRQ, and its recv_cq is
+    // ignored (the daemon is given the send CQ for it).
+    const bool xrc_send = attr->qp_type == IBV_QPT_XRC_SEND;
+    ibv_cq* recv_cq = xrc_send ? attr->send_cq : attr->recv_cq;
+    if (attr->send_cq == nullptr || recv_cq == nullptr || attr->send_cq->context != pd->context ||
+        recv_cq->context != pd->context || (attr->srq != nullptr && attr->srq->context != pd->context) ||
+        (xrc_send && attr->srq != nullptr)) {
         errno = EINVAL;
         return nullptr;
     }
-    if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
-        errno = EOPNOTSUPP;  // RAW_PACKET, XRC: not offered
+    if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD && !xrc_send) {
+        errno = EOPNOTSUPP;  // RAW_PACKET: not offered; XRC_RECV: create_qp_ex (verbs_xrc.cc)
         return nullptr;
     }
     auto* qp = new (std::nothrow) Qp{};
@@ -160,7 +165,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     auto req = request<uroce_ctrl_create_qp>(UROCE_CTRL_CREATE_QP);
     req.pd = pd->handle;
     req.send_cq = attr->send_cq->handle;
-    req.recv_cq = attr->recv_cq->handle;
+    req.recv_cq = recv_cq->handle;
     req.srq = attr->srq != nullptr ? attr->srq->handle : 0;
     req.qp_type = static_cast<std::uint8_t>(attr->qp_type);
     req.sq_sig_all = attr->sq_sig_all != 0 ? 1 : 0;
@@ -173,7 +178,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         errno = err;
         return nullptr;
     }
-    if (const int err = attach_rings(*qp, ring_fd, reply, attr->srq == nullptr); err != 0) {
+    if (const int err = attach_rings(*qp, ring_fd, reply, attr->srq == nullptr && !xrc_send); err != 0) {
         if (qp->rings != nullptr) {
             ::munmap(qp->rings, qp->ring_bytes);
         }
@@ -190,7 +195,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     q.qp_context = attr->qp_context;
     q.pd = pd;
     q.send_cq = attr->send_cq;
-    q.recv_cq = attr->recv_cq;
+    q.recv_cq = recv_cq;
     q.srq = attr->srq;
     q.handle = reply.qpn;
     q.qp_num = reply.qpn;
@@ -212,7 +217,7 @@ int modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int attr_mask) {
     uroce_ctrl_hdr reply{};
     // libibverbs records the new state in qp->state on success.
     const int err = link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply);
-    if (err == 0 && (attr_mask & IBV_QP_STATE) != 0 && attr->qp_state == IBV_QPS_RESET) {
+    if (err == 0 && (attr_mask & IBV_QP_STATE) != 0 && attr->qp_state == IBV_QPS_RESET && qp->send_cq != nullptr) {
         // The daemon has reset the QP: none of its completions can follow.
         to_cq(qp->send_cq)->completions.discard_qp(qp->qp_num);
         if (qp->recv_cq != qp->send_cq) {
@@ -251,7 +256,9 @@ int destroy_qp(ibv_qp* qp) {
     sanitizer::qp_destroyed(qp->qp_num);
     Qp* q = to_qp(qp);
     loss_of(qp->context).remove(q);
-    ::munmap(q->rings, q->ring_bytes);
+    if (q->rings != nullptr) {  // an XRC target QP has none
+        ::munmap(q->rings, q->ring_bytes);
+    }
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
     delete q;
@@ -267,6 +274,10 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
         *bad_wr = wr;
         return EIO;
     }
+    if (qp->qp_type == IBV_QPT_XRC_RECV) {
+        *bad_wr = wr;
+        return EINVAL;  // an XRC target QP has no send queue
+    }
     Qp* q = to_qp(qp);
     const int err = q->sq.post_send(qp->qp_type, qp->state, doorbell_of(qp->context), wr, bad_wr);
     sanitizer::posted_sends(qp, q->sq_sig_all != 0, wr, err != 0 ? *bad_wr : nullptr);
@@ -277,7 +288,8 @@ int post_recv(ibv_qp* qp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     // A QP with an SRQ has no receive queue of its own; before INIT the
     // receive queue does not take work (IBA 10.3.1; rdma_rxe refuses both
     // with EINVAL).
-    if (qp->srq != nullptr || qp->state == IBV_QPS_RESET) {
+    if (qp->srq != nullptr || qp->state == IBV_QPS_RESET || qp->qp_type == IBV_QPT_XRC_SEND ||
+        qp->qp_type == IBV_QPT_XRC_RECV) {  // XRC: receives go to XRC SRQs
         *bad_wr = wr;
         return EINVAL;
     }

@@ -33,6 +33,9 @@ ibv_qp* create_qp_ex(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
         errno = err;
         return nullptr;
     }
+    if (attr->qp_type == IBV_QPT_XRC_RECV) {
+        return create_xrc_target(ctx, attr);
+    }
     if (attr->pd->context != ctx) {
         errno = EINVAL;
         return nullptr;

@@ -30,9 +30,13 @@ ibv_srq* create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
     req.max_sge = attr->attr.max_sge;
     req.srq_limit = attr->attr.srq_limit;
     req.cookie = reinterpret_cast<std::uintptr_t>(&srq->srq);  // what async events name
+    return finish_srq(srq, pd, &req, sizeof req, attr);
+}
+
+ibv_srq* finish_srq(Srq* srq, ibv_pd* pd, void* req, std::size_t req_len, ibv_srq_init_attr* attr) {
     uroce_ctrl_srq reply{};
     int ring_fd = -1;
-    if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply, -1, &ring_fd); err != 0) {
+    if (const int err = link_of(pd->context).call(req, req_len, &reply, sizeof reply, -1, &ring_fd); err != 0) {
         delete srq;
         errno = err;
         return nullptr;

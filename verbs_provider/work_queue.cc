@@ -53,20 +53,22 @@ void write_sges(std::uint8_t* out, const ibv_sge* sg_list, int num_sge) {
 }  // namespace
 
 bool opcode_allowed(ibv_qp_type type, ibv_wr_opcode op) {
+    // An XRC send QP's requests are RC's (IBA annex A14).
+    const bool rc = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
     switch (op) {
         case IBV_WR_SEND:
         case IBV_WR_SEND_WITH_IMM:
-            return type == IBV_QPT_RC || type == IBV_QPT_UC || type == IBV_QPT_UD;
+            return rc || type == IBV_QPT_UC || type == IBV_QPT_UD;
         case IBV_WR_RDMA_WRITE:
         case IBV_WR_RDMA_WRITE_WITH_IMM:
         case IBV_WR_LOCAL_INV:
         case IBV_WR_BIND_MW:
         case IBV_WR_SEND_WITH_INV:
-            return type == IBV_QPT_RC || type == IBV_QPT_UC;
+            return rc || type == IBV_QPT_UC;
         case IBV_WR_RDMA_READ:
         case IBV_WR_ATOMIC_CMP_AND_SWP:
         case IBV_WR_ATOMIC_FETCH_AND_ADD:
-            return type == IBV_QPT_RC;
+            return rc;
         default:
             return false;  // TSO, driver-specific opcodes
     }
@@ -186,6 +188,9 @@ void WorkQueue::write_send_wqe(ibv_qp_type type, const ibv_send_wr& wr, std::uin
         }
         default:
             break;
+    }
+    if (type == IBV_QPT_XRC_SEND) {
+        w.xrc_remote_srqn = wr.qp_type.xrc.remote_srqn;  // XRCETH
     }
     if (type == IBV_QPT_UD) {
         w.u.ud.ah = wr.wr.ud.ah->handle;

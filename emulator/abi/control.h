@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 5u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue */
+#define UROCE_CTRL_VERSION 6u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -72,6 +72,11 @@ enum uroce_ctrl_op {
     UROCE_CTRL_EXPLAIN_FETCH = 100,
     /* Ops 110-119: verbs beyond the core set (on-demand paging, XRC). */
     UROCE_CTRL_ADVISE_MR = 110,
+    /* Ops 120-129: XRC (docs/provider.md "XRC"). */
+    UROCE_CTRL_OPEN_XRCD = 120,
+    UROCE_CTRL_CLOSE_XRCD = 121,
+    UROCE_CTRL_CREATE_XRC_SRQ = 122,
+    UROCE_CTRL_CREATE_XRC_TGT = 123,
     /* Ops 130-139: multicast (docs/provider.md). */
     UROCE_CTRL_ATTACH_MCAST = 130,
     UROCE_CTRL_DETACH_MCAST = 131,
@@ -422,6 +427,45 @@ struct uroce_ctrl_srq {
     uint32_t attr_mask;
     uint64_t cookie;
     uint64_t ring_bytes;
+};
+
+/* XRC domains (ibv_open_xrcd(3)). OPEN_XRCD: `has_inode` 0 makes a domain
+ * of this connection alone; 1: the request carries the file the application
+ * passed (SCM_RIGHTS; EBADF without), the daemon takes its st_dev and
+ * st_ino, and every opener of the same file shares one domain (`dev` and
+ * `ino` are the provider's fstat of it, for logs only). `create` 1 (O_CREAT) makes the file's domain when
+ * there is none, `exclusive` 1 (O_EXCL) fails with EEXIST when there is one;
+ * without `create` a missing domain is ENOENT. The reply is a
+ * uroce_ctrl_handle: this connection's reference, which CLOSE_XRCD (a
+ * uroce_ctrl_handle) drops. A domain lives while a reference, an XRC SRQ or
+ * an XRC target QP names it. */
+struct uroce_ctrl_open_xrcd {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t dev;
+    uint64_t ino;
+    uint8_t has_inode;
+    uint8_t create;
+    uint8_t exclusive;
+    uint8_t reserved[5];
+};
+
+/* CREATE_XRC_SRQ: an SRQ of type IBV_SRQT_XRC, in `xrcd` (this connection's
+ * reference), completing into `cq`; otherwise as CREATE_SRQ, and the reply
+ * is CREATE_SRQ's (its handle is the SRQ number that XRCETH carries). */
+struct uroce_ctrl_create_xrc_srq {
+    struct uroce_ctrl_srq srq;
+    uint32_t xrcd;
+    uint32_t cq;
+};
+
+/* CREATE_XRC_TGT: an XRC target QP (IBV_QPT_XRC_RECV) of `xrcd`: no PD, no
+ * CQ, no rings. The reply is a uroce_ctrl_handle carrying the QPN; the QP is
+ * then modified, queried and destroyed as any other. */
+struct uroce_ctrl_create_xrc_tgt {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t xrcd;
+    uint32_t reserved;
+    uint64_t cookie;  /* the ibv_qp pointer, echoed in async events */
 };
 
 /* Address handles: CREATE_AH replies with a uroce_ctrl_handle. */
@@ -828,6 +872,9 @@ static_assert(sizeof(struct uroce_ctrl_modify_qp) == 144, "modify qp layout");
 static_assert(sizeof(struct uroce_ctrl_query_qp_reply) == 136, "query qp reply layout");
 static_assert(sizeof(struct uroce_ctrl_srq) == 64, "srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
+static_assert(sizeof(struct uroce_ctrl_open_xrcd) == 48, "open xrcd layout");
+static_assert(sizeof(struct uroce_ctrl_create_xrc_srq) == 72, "create xrc srq layout");
+static_assert(sizeof(struct uroce_ctrl_create_xrc_tgt) == 40, "create xrc tgt layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");

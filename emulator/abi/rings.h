@@ -115,7 +115,8 @@ struct uroce_send_wqe {
             uint32_t reserved;
         } bind;
     } u;
-    uint64_t reserved2;
+    uint32_t xrc_remote_srqn; /* XRC send QPs: the SRQ number XRCETH carries (ibv_send_wr.qp_type.xrc) */
+    uint32_t reserved2;
 };
 
 /* A receive WQE: this header, then num_sge uroce_sge. */

@@ -103,7 +103,7 @@ int QueueObjects::destroy_srq(std::uint32_t owner, std::uint32_t srq) {
     if (it->second.users != 0) {
         return EBUSY;
     }
-    pds_.unref(it->second.pd);
+    release_srq_refs(it->second);
     srqs_.erase(it);
     return 0;
 }
@@ -162,8 +162,15 @@ std::uint32_t QueueObjects::next_qpn() {
 
 Created QueueObjects::create_qp(std::uint32_t owner, QpCreate& c) {
     std::lock_guard lock(mutex_);
-    if (!qp::is_valid(c.type) || !pds_.owned_by(c.pd, owner)) {
+    // A target QP comes only from create_xrc_tgt; an initiator has no
+    // receive side (no SRQ, no receive queue: recv_cq is the send CQ).
+    if (!qp::is_valid(c.type) || c.type == qp::QpType::XrcTgt || !pds_.owned_by(c.pd, owner) ||
+        (c.type == qp::QpType::XrcIni && c.srq != 0)) {
         return {EINVAL, 0};
+    }
+    if (c.type == qp::QpType::XrcIni) {
+        c.cap.max_recv_wr = 0;
+        c.cap.max_recv_sge = 0;
     }
     auto scq = cqs_.find(c.send_cq);
     auto rcq = cqs_.find(c.recv_cq);
@@ -173,7 +180,8 @@ Created QueueObjects::create_qp(std::uint32_t owner, QpCreate& c) {
     Srq* srq = nullptr;
     if (c.srq != 0) {
         auto s = srqs_.find(c.srq);
-        if (s == srqs_.end() || s->second.owner != owner || s->second.pd != c.pd) {
+        // An XRC SRQ serves XRC target QPs only (through XRCETH).
+        if (s == srqs_.end() || s->second.owner != owner || s->second.pd != c.pd || s->second.xrc_domain != 0) {
             return {EINVAL, 0};
         }
         srq = &s->second;
@@ -218,6 +226,7 @@ int QueueObjects::modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_
         return EINVAL;
     }
     Qp& q = it->second;
+    mask = qp::mask_as_kernel_takes(q.type, mask);
     const qp::ModifyCheck check = qp::check_modify(q.type, q.attr, mask, attr, port_);
     if (check.error != 0) {
         reason = check.reason;
@@ -257,6 +266,10 @@ void QueueObjects::release_qp_refs(const Qp& q) {
     if (auto s = srqs_.find(q.srq); q.srq != 0 && s != srqs_.end() && s->second.users > 0) {
         --s->second.users;
     }
+    if (q.type == qp::QpType::XrcTgt) {
+        unref_domain(q.xrc_domain);  // a target QP has no PD
+        return;
+    }
     pds_.unref(q.pd);
 }
 
@@ -294,8 +307,17 @@ std::size_t QueueObjects::destroy_owner(std::uint32_t owner) {
     }
     for (auto it = srqs_.begin(); it != srqs_.end();) {
         if (it->second.owner == owner) {
-            pds_.unref(it->second.pd);
+            release_srq_refs(it->second);
             it = srqs_.erase(it);
+            ++n;
+        } else {
+            ++it;
+        }
+    }
+    for (auto it = xrcd_refs_.begin(); it != xrcd_refs_.end();) {
+        if (it->second.owner == owner) {
+            unref_domain(it->second.domain);
+            it = xrcd_refs_.erase(it);
             ++n;
         } else {
             ++it;

@@ -62,6 +62,19 @@ struct SrqAttr {
     std::uint32_t srq_limit = 0;
 };
 
+// ibv_open_xrcd(3): which domain to open. `inode` names the file the
+// application passed (its st_dev, st_ino); none: a domain of its own.
+struct XrcdOpen {
+    struct Inode {
+        std::uint64_t dev = 0;
+        std::uint64_t ino = 0;
+        bool operator==(const Inode&) const = default;
+    };
+    std::optional<Inode> inode;
+    bool create = false;     // O_CREAT
+    bool exclusive = false;  // O_EXCL
+};
+
 // ibv_modify_srq(3) mask bits (enum ibv_srq_attr_mask).
 inline constexpr std::uint32_t kSrqMaxWr = 1u << 0;
 inline constexpr std::uint32_t kSrqLimit = 1u << 1;
@@ -92,6 +105,20 @@ public:
     Created create_ah(std::uint32_t owner, std::uint32_t pd, const qp::AhAttr& attr);
     int destroy_ah(std::uint32_t owner, std::uint32_t ah);
 
+    // XRC (queue_objects_xrc.cc). A domain is shared by every client that
+    // opens the same file; each open is a reference of its own (the handle
+    // returned), and the domain lives while a reference, an XRC SRQ or an
+    // XRC target QP names it.
+    Created open_xrcd(std::uint32_t owner, const XrcdOpen& how);
+    int close_xrcd(std::uint32_t owner, std::uint32_t xrcd);  // the domain stays while its SRQs or target QPs live
+    // The domain a reference of `owner` names (0: none), for the data path.
+    [[nodiscard]] std::uint32_t xrc_domain(std::uint32_t owner, std::uint32_t xrcd) const;
+    // An SRQ of type XRC in the domain of reference `xrcd`, completing into `cq`.
+    Created create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std::uint32_t xrcd, std::uint32_t cq,
+                           SrqAttr& attr);
+    // An XRC target QP of the domain of reference `xrcd`: no PD, CQ or rings.
+    Created create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd);
+
     // `c.cap` is updated to what was granted.
     Created create_qp(std::uint32_t owner, QpCreate& c);
     // 0 or EINVAL (the reason, for logs, in `reason`).
@@ -119,6 +146,16 @@ private:
         std::uint32_t pd = 0;
         SrqAttr attr;
         std::uint32_t users = 0;
+        std::uint32_t xrc_domain = 0;  // XRC SRQs: their domain and CQ
+        std::uint32_t cq = 0;
+    };
+    struct XrcDomain {
+        std::optional<XrcdOpen::Inode> inode;
+        std::uint32_t users = 0;  // references, SRQs, target QPs
+    };
+    struct XrcdRef {
+        std::uint32_t owner = 0;
+        std::uint32_t domain = 0;
     };
     struct Ah {
         std::uint32_t owner = 0;
@@ -133,9 +170,12 @@ private:
         std::uint32_t recv_cq = 0;
         std::uint32_t srq = 0;
         bool sq_sig_all = false;
+        std::uint32_t xrc_domain = 0;  // XRC target QPs
         qp::QpAttr attr;
     };
 
+    void unref_domain(std::uint32_t domain);
+    void release_srq_refs(const Srq& s);
     [[nodiscard]] int check_ah(const qp::AhAttr& a) const;
     std::uint32_t next_qpn();
     void release_qp_refs(const Qp& q);
@@ -148,6 +188,9 @@ private:
     std::unordered_map<std::uint32_t, Srq> srqs_;
     std::unordered_map<std::uint32_t, Ah> ahs_;
     std::unordered_map<std::uint32_t, Qp> qps_;
+    std::unordered_map<std::uint32_t, XrcDomain> domains_;
+    std::unordered_map<std::uint32_t, XrcdRef> xrcd_refs_;
+    std::uint32_t next_domain_ = 1;
     std::uint32_t next_handle_ = 1;
     std::uint32_t next_qpn_ = 0x11;  // QP0 and QP1 are the special QPs; rdma_rxe starts at 17 too
 };

@@ -63,6 +63,7 @@ struct QpRings {
     std::uint32_t recv_cq = 0;
     std::uint32_t srq = 0;     // 0: none (then rq is present)
     bool sq_sig_all = false;
+    std::uint32_t xrc_domain = 0;  // XRC target QPs: the domain whose SRQs they deliver to
     WorkQueueRing sq;
     WorkQueueRing rq;
     RingMemory memory;         // SQ at offset 0, RQ at rq_offset
@@ -74,6 +75,8 @@ struct SrqRings {
     std::uint32_t handle = 0;
     std::uint32_t pd = 0;
     std::uint64_t cookie = 0;  // the ibv_srq pointer (async events)
+    std::uint32_t xrc_domain = 0;  // XRC SRQs: their domain and CQ (0: an ordinary SRQ)
+    std::uint32_t cq = 0;
     WorkQueueRing ring;
     RingMemory memory;
 };

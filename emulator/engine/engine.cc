@@ -65,8 +65,8 @@ int Engine::resize_cq(std::uint32_t handle, CqRing ring) {
 }
 
 void Engine::add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring,
-                     std::uint64_t cookie, std::uint32_t limit) {
-    srqs_[handle] = SharedReceiveQueue{owner, pd, ring, cookie, limit, 0, {}};
+                     std::uint64_t cookie, std::uint32_t limit, XrcSrq xrc) {
+    srqs_[handle] = SharedReceiveQueue{owner, pd, ring, cookie, limit, 0, {}, xrc};
 }
 
 void Engine::set_srq_limit(std::uint32_t handle, std::uint32_t limit) {
@@ -84,6 +84,11 @@ void Engine::remove_ah(std::uint32_t handle) { ahs_.erase(handle); }
 void Engine::add_qp(const QpSetup& s) {
     auto qp = std::make_unique<QueuePair>();
     static_cast<QpSetup&>(*qp) = s;
+    // Both XRC halves run as RC QPs with their role (queue_pair.h).
+    if (s.type == qp::QpType::XrcIni || s.type == qp::QpType::XrcTgt) {
+        qp->xrc = s.type == qp::QpType::XrcIni ? XrcRole::Initiator : XrcRole::Target;
+        qp->type = qp::QpType::Rc;
+    }
     qp->wqes.resize(std::max<std::uint32_t>(s.sq.entries(), 1));
     for (auto& w : qp->wqes) {
         w.sge.reserve(s.sq.max_sge());
@@ -318,7 +323,7 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
 template <typename Move>
 WcStatus Engine::walk_sges(const QueuePair& qp, std::span<const Sge> sges, std::uint64_t offset, std::size_t length,
                            bool device_writes, Move move) {
-    dma::ClientMemory* mem = memory(qp.owner);
+    dma::ClientMemory* mem = memory(qp.dma_owner());
     if (mem == nullptr) {
         return WcStatus::LocProtErr;
     }

@@ -46,6 +46,12 @@ enum class ReadAsking : std::uint8_t {
     InParts,  // longer than the initial window: parts of what the window has room for
 };
 
+// An XRC SRQ's domain and CQ (add_srq); domain 0: an ordinary SRQ.
+struct XrcSrq {
+    std::uint32_t domain = 0;
+    std::uint32_t cq = 0;
+};
+
 // Where built frames go: the port through neighbour resolution, or a test.
 class FrameSink {
 public:
@@ -151,7 +157,7 @@ public:
     // unpolled completions do not fit).
     int resize_cq(std::uint32_t handle, CqRing ring);
     void add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring, std::uint64_t cookie,
-                 std::uint32_t limit);
+                 std::uint32_t limit, XrcSrq xrc = {});
     // IBV_SRQ_LIMIT: arms the limit event (0 disarms).
     void set_srq_limit(std::uint32_t handle, std::uint32_t limit);
     void remove_srq(std::uint32_t handle);
@@ -212,6 +218,7 @@ private:
         std::uint32_t limit = 0;
         std::uint32_t consumed = 0;
         std::vector<std::uint8_t> scratch;
+        XrcSrq xrc;
     };
 
     // engine.cc
@@ -300,6 +307,10 @@ private:
     // The silent drops of a received packet: the reason, or nullopt and
     // `qp_out` the QP it goes to.
     std::optional<DropReason> check_silent_drops(const wire::Packet& p, QueuePair*& qp_out);
+    // An XRC target's request (xrc_target.cc): points the QP at the XRC SRQ
+    // its XRCETH names (the SRQ's client, PD and CQ serve the request), or
+    // the failure when no SRQ of the QP's domain has that number.
+    RequestFailure select_xrc_srq(QueuePair& qp, const wire::Packet& p);
     // An RC or UC request: the checks in IBA order (9.7.5.1), each with a
     // named result, then the operation.
     void on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point now);

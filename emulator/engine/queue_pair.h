@@ -46,6 +46,11 @@ struct PendingRead {
     std::uint32_t end = 1;    // one past the last packet index to send (LAST or ONLY)
 };
 
+// Which half of XRC a QP is (IBA annex A14). Both run as RC QPs
+// (type Rc); an initiator's requests go out with XRC opcodes and an XRCETH,
+// a target delivers each request into the XRC SRQ its XRCETH names.
+enum class XrcRole : std::uint8_t { None, Initiator, Target };
+
 // A QP's identity and wiring, fixed at creation (Engine::add_qp).
 struct QpSetup {
     std::uint32_t qpn = 0;
@@ -56,6 +61,8 @@ struct QpSetup {
     std::uint32_t recv_cq = 0;
     std::uint32_t srq = 0;
     bool sq_sig_all = false;
+    XrcRole xrc = XrcRole::None;       // set by add_qp from type XrcIni / XrcTgt
+    std::uint32_t xrc_domain = 0;      // target: the domain of the SRQs it may deliver to
     std::uint64_t cookie = 0;
     WorkRing sq;
     WorkRing rq;  // invalid when the QP uses an SRQ
@@ -125,6 +132,12 @@ struct QueuePair : QpSetup {
     bool ack_pending = false;     // coalesced ACK to send
     // Shared scratch for copying WQEs.
     std::vector<std::uint8_t> scratch;
+    // XRC target: the client of the XRC SRQ the current request is for;
+    // receive WQEs scatter into its memory (select_xrc_srq).
+    std::uint32_t xrc_srq_owner = 0;
+
+    // The client whose memory this QP's own WQEs (send, receive) name.
+    [[nodiscard]] std::uint32_t dma_owner() const { return xrc == XrcRole::Target ? xrc_srq_owner : owner; }
 
     [[nodiscard]] bool can_send() const {
         return attr.state == qp::QpState::Rts || attr.state == qp::QpState::Sqd;

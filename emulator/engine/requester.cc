@@ -22,6 +22,9 @@ wire::Transport transport_of(qp::QpType t) {
             return wire::Transport::UC;
         case qp::QpType::Ud:
             return wire::Transport::UD;
+        case qp::QpType::XrcIni:
+        case qp::QpType::XrcTgt:
+            return wire::Transport::XRC;
     }
     return wire::Transport::None;
 }
@@ -180,7 +183,8 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     }
     const std::uint32_t index = qp.sent_packets;
     const std::uint32_t count = w.packets;
-    const std::optional<std::uint8_t> opcode = wire::find_opcode(packet_key(qp.type, w, index, count));
+    const qp::QpType transport = qp.xrc == XrcRole::Initiator ? qp::QpType::XrcIni : qp.type;
+    const std::optional<std::uint8_t> opcode = wire::find_opcode(packet_key(transport, w, index, count));
     if (!opcode) {
         complete_wqe_error(qp, w, WcStatus::LocQpOpErr, now);  // no such packet on this transport
         return false;
@@ -188,6 +192,7 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
     f.bth.opcode = *opcode;
     f.bth.dest_qp = qp.type == qp::QpType::Ud ? w.remote_qpn : qp.attr.dest_qp_num;
     f.bth.psn = w.first_psn + index;
+    f.ext.xrc_srq = w.xrc_srqn;  // written only by XRC opcodes
     const wire::OpcodeInfo& info = wire::opcode_info(f.bth.opcode);
     const bool last = index + 1 == count || w.is_read_or_atomic();
     f.bth.solicited = last && (w.flags & SendFlag::kSolicited) != 0 &&

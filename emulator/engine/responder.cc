@@ -19,15 +19,21 @@ namespace {
 // AETH credit field 0x1F: end-to-end credits not used (IBA 9.7.7.2.5).
 constexpr std::uint8_t kUnlimitedCredits = 0x1F;
 
-// The opcodes the responder sends (IBA 9.2 table 38), from the table.
-constexpr std::uint8_t kAcknowledge =
-    wire::opcode_of({wire::Transport::RC, wire::Operation::Acknowledge, wire::Segment::Only});
-constexpr std::uint8_t kAtomicAcknowledge =
-    wire::opcode_of({wire::Transport::RC, wire::Operation::AtomicAcknowledge, wire::Segment::Only});
+// The opcodes the responder sends (IBA 9.2 table 38), from the table: an
+// XRC target answers with XRC's response opcodes, every other QP with RC's.
+wire::Transport response_transport(const QueuePair& qp) {
+    return qp.xrc == XrcRole::Target ? wire::Transport::XRC : wire::Transport::RC;
+}
+std::uint8_t ack_opcode(const QueuePair& qp) {
+    return *wire::find_opcode({response_transport(qp), wire::Operation::Acknowledge, wire::Segment::Only});
+}
+std::uint8_t atomic_ack_opcode(const QueuePair& qp) {
+    return *wire::find_opcode({response_transport(qp), wire::Operation::AtomicAcknowledge, wire::Segment::Only});
+}
 
 // The READ response packet that is `segment` of its response.
-std::uint8_t read_response_opcode(wire::Segment segment) {
-    return *wire::find_opcode({wire::Transport::RC, wire::Operation::RdmaReadResponse, segment});
+std::uint8_t read_response_opcode(const QueuePair& qp, wire::Segment segment) {
+    return *wire::find_opcode({response_transport(qp), wire::Operation::RdmaReadResponse, segment});
 }
 
 std::uint8_t ack_syndrome() { return wire::make_syndrome(wire::AckKind::Ack, kUnlimitedCredits); }
@@ -35,7 +41,13 @@ std::uint8_t nak_syndrome(wire::NakCode code) {
     return wire::make_syndrome(wire::AckKind::Nak, static_cast<std::uint8_t>(code));
 }
 
-bool transport_matches(qp::QpType type, wire::Transport transport) {
+// An XRC QP takes XRC packets only: requests (target) or responses (initiator).
+bool transport_matches(const QueuePair& qp, const wire::OpcodeInfo& info) {
+    const qp::QpType type = qp.type;
+    const wire::Transport transport = info.transport;
+    if (qp.xrc != XrcRole::None) {
+        return transport == wire::Transport::XRC && info.is_request == (qp.xrc == XrcRole::Target);
+    }
     return (type == qp::QpType::Rc && transport == wire::Transport::RC) ||
            (type == qp::QpType::Uc && transport == wire::Transport::UC) ||
            (type == qp::QpType::Ud && transport == wire::Transport::UD);
@@ -98,7 +110,7 @@ std::optional<DropReason> Engine::check_silent_drops(const wire::Packet& p, Queu
         return DropReason::UnknownQp;
     }
     QueuePair& qp = *it->second;
-    if (!transport_matches(qp.type, p.info().transport)) {
+    if (!transport_matches(qp, p.info())) {
         return DropReason::WrongTransport;
     }
     if (!qp.can_receive()) {
@@ -132,7 +144,7 @@ void Engine::send_ack(QueuePair& qp, std::uint8_t syndrome, wire::Psn psn, Clock
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
     }
-    f.bth.opcode = kAcknowledge;
+    f.bth.opcode = ack_opcode(qp);
     f.bth.dest_qp = qp.attr.dest_qp_num;
     f.bth.psn = psn;
     f.ext.aeth.syndrome = syndrome;
@@ -145,7 +157,7 @@ void Engine::send_atomic_ack(QueuePair& qp, wire::Psn psn, std::uint64_t origina
     if (!fill_path(qp, qp.attr.ah_attr, f)) {
         return;
     }
-    f.bth.opcode = kAtomicAcknowledge;
+    f.bth.opcode = atomic_ack_opcode(qp);
     f.bth.dest_qp = qp.attr.dest_qp_num;
     f.bth.psn = psn;
     f.ext.aeth.syndrome = ack_syndrome();
@@ -318,7 +330,10 @@ void Engine::on_request(QueuePair& qp, const wire::Packet& p, Clock::time_point 
     if (check_psn(qp, p, now) != PsnCheck::InOrder) {
         return;
     }
-    RequestFailure failure = check_opcode_sequence(qp, p.info());
+    RequestFailure failure = qp.xrc == XrcRole::Target ? select_xrc_srq(qp, p) : RequestFailure::None;
+    if (failure == RequestFailure::None) {
+        failure = check_opcode_sequence(qp, p.info());
+    }
     if (failure == RequestFailure::None) {
         failure = check_qp_access(qp, p.info());
     }
@@ -745,7 +760,7 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
         const std::uint32_t i = pr.next;
         const bool first = i == pr.start;
         const bool last = i + 1 == pr.end;
-        f.bth.opcode = read_response_opcode(first && last ? wire::Segment::Only
+        f.bth.opcode = read_response_opcode(qp, first && last ? wire::Segment::Only
                                             : first       ? wire::Segment::First
                                             : last        ? wire::Segment::Last
                                                           : wire::Segment::Middle);

@@ -9,7 +9,10 @@ namespace {
 bool allowed_for(qp::QpType type, WrOpcode op) {
     switch (type) {
         case qp::QpType::Rc:
+        case qp::QpType::XrcIni:
             return true;
+        case qp::QpType::XrcTgt:  // no send queue
+            return false;
         case qp::QpType::Uc:  // no READ, no atomics (IBA table 38: UC has neither)
             return op == WrOpcode::Send || op == WrOpcode::SendWithImm || op == WrOpcode::RdmaWrite ||
                    op == WrOpcode::RdmaWriteWithImm || op == WrOpcode::LocalInv || op == WrOpcode::BindMw ||
@@ -40,6 +43,7 @@ WqeProblem fetch_send_wqe(const WorkRing& ring, std::uint32_t index, qp::QpType 
     out.status = WcStatus::Success;
     out.last_sent = false;
     out.received = 0;
+    out.xrc_srqn = w.xrc_remote_srqn & 0xFFFFFF;  // XRCETH carries 24 bits
     if (w.opcode >= kWrOpcodeLimit) {
         return "unknown opcode";
     }

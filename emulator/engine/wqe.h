@@ -38,6 +38,7 @@ struct SendWqe {
     std::uint32_t ah = 0;
     std::uint32_t remote_qpn = 0;
     std::uint32_t remote_qkey = 0;
+    std::uint32_t xrc_srqn = 0;  // XRC initiator: the remote SRQ (XRCETH)
     std::uint64_t bind_addr = 0;
     std::uint64_t bind_length = 0;
     std::uint32_t bind_mw_rkey = 0;

@@ -55,6 +55,10 @@ std::string_view describe(QpType t) {
         return "UC";
     case QpType::Ud:
         return "UD";
+    case QpType::XrcIni:
+        return "XRC_INI";
+    case QpType::XrcTgt:
+        return "XRC_TGT";
     }
     return "UNKNOWN";
 }

@@ -70,12 +70,42 @@ constexpr Entry kTable[] = {
      {0, M::kCurState | M::kQkey}},
 };
 
-const TransitionRule& rule_for(const Entry& e, QpType type) {
+// XRC (IBA annex A14; Linux's qp_state_table lists XRC_INI and XRC_TGT):
+// each half takes RC's rule without the other half's attributes. An
+// initiator has no responder (no MAX_DEST_RD_ATOMIC, MIN_RNR_TIMER), a
+// target no requester (no RETRY_CNT, RNR_RETRY, MAX_QP_RD_ATOMIC).
+constexpr std::uint32_t kResponderOnly = M::kMaxDestRdAtomic | M::kMinRnrTimer;
+constexpr std::uint32_t kRequesterOnly = M::kRetryCnt | M::kRnrRetry | M::kMaxQpRdAtomic;
+
+}  // namespace
+
+std::uint32_t mask_as_kernel_takes(QpType type, std::uint32_t attr_mask) {
+    switch (type) {
+    case QpType::XrcIni:
+        return attr_mask & ~kResponderOnly;
+    case QpType::XrcTgt:
+        return attr_mask & ~kRequesterOnly;
+    default:
+        return attr_mask;
+    }
+}
+
+namespace {
+
+TransitionRule without(const TransitionRule& r, std::uint32_t bits) {
+    return {r.required & ~bits, r.optional & ~bits};
+}
+
+TransitionRule rule_for(const Entry& e, QpType type) {
     switch (type) {
     case QpType::Rc:
         return e.rc;
     case QpType::Uc:
         return e.uc;
+    case QpType::XrcIni:
+        return without(e.rc, kResponderOnly);
+    case QpType::XrcTgt:
+        return without(e.rc, kRequesterOnly);
     case QpType::Ud:
         break;
     }

@@ -70,6 +70,13 @@ struct ModifyCheck {
 [[nodiscard]] ModifyCheck check_modify(QpType type, QpState current, std::uint32_t attr_mask, const QpAttr& attr,
                                        const PortLimits& limits);
 
+// The attribute mask as the kernel takes it for `type` (uverbs' modify_qp):
+// an XRC send QP ignores the responder attributes (MAX_DEST_RD_ATOMIC,
+// MIN_RNR_TIMER) and an XRC target the requester ones (MAX_QP_RD_ATOMIC,
+// RETRY_CNT, RNR_RETRY) an application passes, rather than refusing them
+// (perftest -c XRC passes both halves' to both). Other types: unchanged.
+[[nodiscard]] std::uint32_t mask_as_kernel_takes(QpType type, std::uint32_t attr_mask);
+
 // The same, for a QP whose stored attributes are `stored`, adding the one
 // rule that depends on more than the state: while a QP in SQD is still
 // draining its send queue (stored.sq_draining), it may only be moved to

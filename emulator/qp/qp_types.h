@@ -9,12 +9,15 @@
 
 namespace uroce::qp {
 
-// enum ibv_qp_type. Only the three IBA transports a RoCE device offers to
-// user space; RAW_PACKET, XRC and the special QPs 0/1 are not modelled.
+// enum ibv_qp_type. The IBA transports a RoCE device offers to user space,
+// XRC's two halves included; RAW_PACKET and the special QPs 0/1 are not
+// modelled.
 enum class QpType : std::uint8_t {
-    Rc = 2,  // Reliable Connected
-    Uc = 3,  // Unreliable Connected
-    Ud = 4,  // Unreliable Datagram
+    Rc = 2,      // Reliable Connected
+    Uc = 3,      // Unreliable Connected
+    Ud = 4,      // Unreliable Datagram
+    XrcIni = 9,  // XRC initiator (IBV_QPT_XRC_SEND): an RC send queue, no receive side
+    XrcTgt = 10, // XRC target (IBV_QPT_XRC_RECV): an RC responder delivering into XRC SRQs
 };
 
 // enum ibv_qp_state, the QP states of IBA 10.3.1.
@@ -30,7 +33,10 @@ enum class QpState : std::uint8_t {
 inline constexpr unsigned kQpStateCount = 7;
 
 [[nodiscard]] constexpr bool is_valid(QpState s) { return static_cast<unsigned>(s) < kQpStateCount; }
-[[nodiscard]] constexpr bool is_valid(QpType t) { return t == QpType::Rc || t == QpType::Uc || t == QpType::Ud; }
+[[nodiscard]] constexpr bool is_valid(QpType t) {
+    return t == QpType::Rc || t == QpType::Uc || t == QpType::Ud || t == QpType::XrcIni || t == QpType::XrcTgt;
+}
+[[nodiscard]] constexpr bool is_xrc(QpType t) { return t == QpType::XrcIni || t == QpType::XrcTgt; }
 
 // enum ibv_mtu: the path MTU as a code, 256 << (code - 1) bytes.
 enum class Mtu : std::uint8_t {

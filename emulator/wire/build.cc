@@ -33,6 +33,11 @@ void write_extensions(const PacketFields& f, const OpcodeInfo& info, std::span<s
                       std::size_t bth_off) {
     auto at = [&](Ext e) { return bth_off + info.offset[static_cast<std::size_t>(e)]; };
     const ExtFields& x = f.ext;
+    if (info.has(Ext::XrcEth)) {
+        auto* h = header_at<XrcEth>(out, at(Ext::XrcEth));
+        h->reserved = 0;
+        h->xrc_srq.set(x.xrc_srq);
+    }
     if (info.has(Ext::Deth)) {
         auto* h = header_at<Deth>(out, at(Ext::Deth));
         h->qkey.set(x.deth.qkey);

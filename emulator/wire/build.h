@@ -85,6 +85,7 @@ struct ExtFields {
     std::uint32_t immediate = 0;  // ImmDt, as the 32 bits on the wire
     std::uint32_t invalidate_rkey = 0;
     DethFields deth;
+    std::uint32_t xrc_srq = 0;  // XRCETH (24 bits)
 };
 
 struct PacketFields {
@@ -98,7 +99,7 @@ struct PacketFields {
 
 enum class BuildStatus : std::uint8_t {
     Ok,
-    UnsupportedOpcode,   // unknown, RD or XRC
+    UnsupportedOpcode,   // unknown or RD
     PayloadNotAllowed,   // the opcode carries no payload
     TooLarge,            // would exceed the IP length field
     BufferTooSmall,

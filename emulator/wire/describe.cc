@@ -66,6 +66,8 @@ std::string to_string(const Deth& h) {
     return fmt::format("deth(qkey=0x{:08x} src_qp=0x{:06x})", h.qkey.get(), h.src_qp.get());
 }
 
+std::string to_string(const XrcEth& h) { return fmt::format("xrceth(srq=0x{:06x})", h.xrc_srq.get()); }
+
 std::string describe_transport(const Packet& p) {
     const Bth& b = p.bth();
     std::string s = fmt::format("{} qp=0x{:06x} psn={}", p.info().name_view(), b.dest_qp.get(), b.psn.get());
@@ -81,6 +83,7 @@ std::string describe_transport(const Packet& p) {
             s += to_string(*h);
         }
     };
+    add(p.xrceth());
     add(p.deth());
     add(p.reth());
     add(p.atomic_eth());

@@ -120,7 +120,7 @@ struct Deth {
     be24 src_qp;
 };
 
-// XRC Extended Transport Header, IBA 9.3.6 (XRC is unsupported).
+// XRC Extended Transport Header, IBA 9.3.6: the XRC SRQ a request is for.
 struct XrcEth {
     std::uint8_t reserved;
     be24 xrc_srq;

@@ -72,7 +72,7 @@ constexpr std::uint8_t kAbsent = 0xFF;
 
 struct OpcodeInfo {
     bool valid = false;      // an opcode the IBA defines
-    bool supported = false;  // uroce processes it (RC, UC, UD, CNP)
+    bool supported = false;  // uroce processes it (RC, UC, UD, XRC, CNP)
     Transport transport = Transport::None;
     Operation operation = Operation::None;
     Segment segment = Segment::None;
@@ -148,7 +148,7 @@ constexpr std::array<TransportRule, 5> kTransports = {{
     {Transport::UC, 0x20, "UC_", true},
     {Transport::RD, 0x40, "RD_", false},
     {Transport::UD, 0x60, "UD_", true},
-    {Transport::XRC, 0xA0, "XRC_", false},
+    {Transport::XRC, 0xA0, "XRC_", true},
 }};
 
 constexpr bool transport_defines(Transport t, const OperationRow& op) {
@@ -340,6 +340,10 @@ static_assert(!opcode_info(0x15).valid);   // RESYNC is RD-only
 static_assert(opcode_info(0x55).valid && !opcode_info(0x55).supported);
 static_assert(!opcode_info(0x40).supported && opcode_info(0x40).valid);  // RD
 static_assert(opcode_info(opcode::kCnp).header_length == 12 + 16);
+// XRC (IBA 9.2 table 38): XRCETH right after the BTH on requests, none on responses.
+static_assert(opcode_info(0xA4).supported && opcode_info(0xA4).header_length == 12 + 4);
+static_assert(opcode_info(0xA6).header_length == 12 + 4 + 16);  // RDMA WRITE ONLY: XRCETH, RETH
+static_assert(opcode_info(0xB1).header_length == 12 + 4);       // ACKNOWLEDGE: AETH
 
 // The reverse lookup finds the numbers of IBA table 38.
 static_assert(opcode_of({Transport::RC, Operation::Acknowledge, Segment::Only}) == opcode::kRcAcknowledge);

@@ -35,7 +35,7 @@ enum class ParseStatus : std::uint8_t {
     HeadersTruncated,   // shorter than the opcode's headers plus ICRC
     BadTver,            // BTH transport header version is not 0
     UnknownOpcode,      // an opcode the IBA does not define
-    UnsupportedOpcode,  // defined, but RD or XRC
+    UnsupportedOpcode,  // defined, but RD
     PadBeyondPayload,   // PadCnt larger than what follows the headers
     UnexpectedPayload,  // opcode carries no payload, but bytes follow its headers
     BadIcrc,
@@ -70,7 +70,7 @@ constexpr std::array<ParseStatusInfo, kParseStatusCount> kParseStatusInfo = {{
     {"headers_truncated", "UDP payload shorter than the opcode's headers plus ICRC"},
     {"bad_tver", "BTH transport version is not 0"},
     {"unknown_opcode", "BTH opcode is not defined by the IBA"},
-    {"unsupported_opcode", "RD and XRC opcodes are not supported"},
+    {"unsupported_opcode", "RD opcodes are not supported"},
     {"pad_beyond_payload", "BTH pad count exceeds the bytes after the headers"},
     {"unexpected_payload", "opcode carries no payload but bytes follow its headers"},
     {"bad_icrc", "invariant CRC does not verify"},

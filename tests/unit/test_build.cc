@@ -384,8 +384,7 @@ TEST(Build, HandLaidIpv6UdSendOnlyWithImmediate) {
 TEST(Build, UnsupportedOpcodes) {
     Bytes out(4096);
     for (std::uint8_t opcode : {std::uint8_t{0x15}, std::uint8_t{0x18}, std::uint8_t{0x2C}, std::uint8_t{0x40},
-                                std::uint8_t{0x4C}, std::uint8_t{0x66}, std::uint8_t{0xA0}, std::uint8_t{0xB1},
-                                std::uint8_t{0xFF}}) {
+                                std::uint8_t{0x4C}, std::uint8_t{0x66}, std::uint8_t{0xB5}, std::uint8_t{0xFF}}) {
         PacketFields f;
         f.bth.opcode = opcode;
         const BuildResult r = build_frame(f, out);

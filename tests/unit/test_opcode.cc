@@ -121,7 +121,7 @@ std::optional<Expected> iba_opcode(std::uint8_t opcode) {
                     headers = {Ext::XrcEth};
                 }
                 headers.insert(headers.end(), op.headers.begin(), op.headers.end());
-                return Expected{false, "XRC_" + std::string(op.name), headers, op.payload};
+                return Expected{true, "XRC_" + std::string(op.name), headers, op.payload};
             default:
                 return std::nullopt;
         }
@@ -288,13 +288,13 @@ TEST(Opcode, RdValidButUnsupported) {
     EXPECT_FALSE(opcode_info(0x57).valid);
 }
 
-TEST(Opcode, XrcValidButUnsupported) {
+TEST(Opcode, XrcSupported) {
     for (unsigned op = 0xA0; op < 0xC0; ++op) {
         const OpcodeInfo& info = opcode_info(static_cast<std::uint8_t>(op));
         SCOPED_TRACE(testing::Message() << "opcode 0x" << std::hex << op);
         const bool defined = op <= 0xB4 || op == 0xB6 || op == 0xB7;
         EXPECT_EQ(info.valid, defined);
-        EXPECT_FALSE(info.supported);
+        EXPECT_EQ(info.supported, defined);
         if (!defined) {
             continue;
         }

@@ -240,9 +240,8 @@ std::vector<Case> crafted_cases() {
     add("opcode 0xff", test::craft_frame(roce(concat({bth(0xFF), filler(8)}))), ParseStatus::UnknownOpcode);
     add("rd send first", test::craft_frame(roce(concat({bth(0x40), filler(12 + 4)}))),
         ParseStatus::UnsupportedOpcode);
-    add("xrc send first", test::craft_frame(roce(concat({bth(0xA0), filler(4 + 4)}))),
-        ParseStatus::UnsupportedOpcode);
-    add("xrc ack", test::craft_frame(roce(concat({bth(0xB1), filler(4)}))), ParseStatus::UnsupportedOpcode);
+    add("xrc send first without its xrceth", test::craft_frame(roce(concat({bth(0xA0), filler(3)}))),
+        ParseStatus::HeadersTruncated);
     add("pad 1 on empty send", test::craft_frame(roce(concat({bth(0x04, 0x10)}))), ParseStatus::PadBeyondPayload);
     add("pad 3 on 2 bytes", test::craft_frame(roce(concat({bth(0x04, 0x30), filler(2)}))),
         ParseStatus::PadBeyondPayload);
@@ -305,10 +304,47 @@ TEST(Parse, UnsupportedNeedsItsHeaders) {
     EXPECT_EQ(parse_frame(rd).status, ParseStatus::UnsupportedOpcode);
     const Bytes rd_short = test::craft_frame(roce(concat({bth(0x40), filler(11)})));
     EXPECT_EQ(parse_frame(rd_short).status, ParseStatus::HeadersTruncated);
-    const Bytes xrc = test::craft_frame(roce(concat({bth(0xA0), filler(4)})));
-    EXPECT_EQ(parse_frame(xrc).status, ParseStatus::UnsupportedOpcode);
     const Bytes xrc_short = test::craft_frame(roce(concat({bth(0xA0), filler(3)})));
     EXPECT_EQ(parse_frame(xrc_short).status, ParseStatus::HeadersTruncated);
+}
+
+// XRC requests carry an XRCETH right after the BTH (IBA 9.3.6): built with
+// the WR's SRQ number, parsed back, and its 24 bits only.
+TEST(Parse, XrcEthBuildsAndParses) {
+    for (const std::uint8_t opcode : {std::uint8_t{0xA4}, std::uint8_t{0xAA}, std::uint8_t{0xA6}}) {
+        SCOPED_TRACE(testing::Message() << "opcode 0x" << std::hex << unsigned{opcode});
+        PacketFields f;
+        f.bth.opcode = opcode;
+        f.bth.dest_qp = 0x123456;
+        f.ext.xrc_srq = 0xABCDEF;
+        f.ext.reth = {0x1000, 0x55, 8};
+        const std::vector<std::uint8_t> data(8, 0x5A);
+        f.payload = data;
+        std::vector<std::uint8_t> frame(frame_length(f));
+        ASSERT_EQ(build_frame(f, frame).status, BuildStatus::Ok);
+        const ParseResult r = parse_frame(frame);
+        ASSERT_EQ(r.status, ParseStatus::Ok);
+        const Packet& p = r.packet;
+        EXPECT_EQ(p.info().transport, Transport::XRC);
+        ASSERT_NE(p.xrceth(), nullptr);
+        EXPECT_EQ(p.xrceth()->xrc_srq.get(), 0xABCDEFu);
+        EXPECT_EQ(p.xrceth()->reserved, 0);
+        EXPECT_EQ(p.payload().size(), data.size());
+        if (opcode == 0xA6) {
+            ASSERT_NE(p.reth(), nullptr);
+            EXPECT_EQ(p.reth()->rkey.get(), 0x55u);
+        }
+    }
+    // An XRC response (ACKNOWLEDGE) has none.
+    PacketFields ack;
+    ack.bth.opcode = 0xB1;
+    std::vector<std::uint8_t> frame(frame_length(ack));
+    ASSERT_EQ(build_frame(ack, frame).status, BuildStatus::Ok);
+    const ParseResult r = parse_frame(frame);
+    ASSERT_EQ(r.status, ParseStatus::Ok);
+    const Packet& p = r.packet;
+    EXPECT_EQ(p.xrceth(), nullptr);
+    ASSERT_NE(p.aeth(), nullptr);
 }
 
 TEST(Parse, StatusNamesAreUnique) {

@@ -101,6 +101,10 @@ const ControlServer::ControlOp* ControlServer::find_op(std::uint16_t op) {
         exact<&S::dispatch_capture>(UROCE_CTRL_CAPTURE_STOP, sizeof(uroce_ctrl_handle)),
         exact<&S::explain_fetch>(UROCE_CTRL_EXPLAIN_FETCH, sizeof(uroce_ctrl_explain_fetch)),
         exact<&S::dispatch_verbs_ext>(UROCE_CTRL_ADVISE_MR, sizeof(uroce_ctrl_advise_mr)),
+        exact<&S::open_xrcd>(UROCE_CTRL_OPEN_XRCD, sizeof(uroce_ctrl_open_xrcd)),
+        exact<&S::close_xrcd>(UROCE_CTRL_CLOSE_XRCD, sizeof(uroce_ctrl_handle)),
+        exact<&S::create_xrc_srq>(UROCE_CTRL_CREATE_XRC_SRQ, sizeof(uroce_ctrl_create_xrc_srq)),
+        exact<&S::create_xrc_tgt>(UROCE_CTRL_CREATE_XRC_TGT, sizeof(uroce_ctrl_create_xrc_tgt)),
         exact<&S::attach_multicast>(UROCE_CTRL_ATTACH_MCAST, sizeof(uroce_ctrl_mcast)),
         exact<&S::detach_multicast>(UROCE_CTRL_DETACH_MCAST, sizeof(uroce_ctrl_mcast)),
     };

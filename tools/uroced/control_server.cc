@@ -38,8 +38,8 @@ constexpr std::uint32_t kPhysDisabled = 3;
 constexpr std::uint8_t kLinkLayerEthernet = 2;
 constexpr std::uint32_t kAtomicHca = 1;            // IBV_ATOMIC_HCA
 constexpr std::uint32_t kPortIpBasedGids = 1u << 26;  // IBV_PORT_IP_BASED_GIDS
-// IBV_DEVICE_RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | MEM_WINDOW.
-constexpr std::uint32_t kDeviceCapFlags = (1u << 12) | (1u << 11) | (1u << 10) | (1u << 17);
+// IBV_DEVICE_RC_RNR_NAK_GEN | SYS_IMAGE_GUID | PORT_ACTIVE_EVENT | MEM_WINDOW | XRC.
+constexpr std::uint32_t kDeviceCapFlags = (1u << 12) | (1u << 11) | (1u << 10) | (1u << 17) | (1u << 20);
 // ibv_device_attr.vendor_id is the vendor's IEEE OUI (24 bits). 0x75726F is
 // "uro" in ASCII; its first octet has the I/G (group) bit set, so it is no
 // OUI or CID the IEEE can assign: no vendor's device reports it. rdma_rxe

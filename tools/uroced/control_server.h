@@ -197,6 +197,13 @@ private:
     // Ops 110-119: ibv_advise_mr, XRC (handlers_verbs_ext.cc).
     std::size_t dispatch_verbs_ext(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                    std::uint8_t* out, int& reply_fd);
+    // Ops 120-129: XRC domains, SRQs and target QPs (handlers_xrc.cc).
+    std::size_t open_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                          int received_fd);
+    std::size_t close_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
+                               int& reply_fd);
+    std::size_t create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // Ops 130-139: ibv_attach_mcast / ibv_detach_mcast (handlers_multicast.cc).
     std::size_t attach_multicast(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                  std::uint8_t* out);

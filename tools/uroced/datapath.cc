@@ -344,6 +344,7 @@ void Datapath::on_qp(std::shared_ptr<const device::QpRings> q) {
     s.recv_cq = q->recv_cq;
     s.srq = q->srq;
     s.sq_sig_all = q->sq_sig_all;
+    s.xrc_domain = q->xrc_domain;
     s.cookie = q->cookie;
     s.sq = view(q->sq);
     s.rq = view(q->rq);
@@ -352,7 +353,8 @@ void Datapath::on_qp(std::shared_ptr<const device::QpRings> q) {
 }
 
 void Datapath::on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t limit) {
-    engine_->add_srq(srq->handle, srq->owner, srq->pd, view(srq->ring), srq->cookie, limit);
+    engine_->add_srq(srq->handle, srq->owner, srq->pd, view(srq->ring), srq->cookie, limit,
+                     engine::XrcSrq{srq->xrc_domain, srq->cq});
     srqs_[srq->handle] = std::move(srq);
 }
 

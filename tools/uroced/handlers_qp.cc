@@ -144,7 +144,7 @@ std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, con
     }
     const device::WqGeometry sq = device::sq_geometry(cr.cap.max_send_wr, cr.cap.max_send_sge, cr.cap.max_inline_data);
     const device::WqGeometry rq = device::rq_geometry(cr.cap.max_recv_wr, cr.cap.max_recv_sge);
-    const bool has_rq = cr.srq == 0;
+    const bool has_rq = cr.srq == 0 && cr.type != qp::QpType::XrcIni;  // an XRC initiator has no receive side
     const Charge charge{1, 1, sq.bytes() + (has_rq ? rq.bytes() + 64 : 0), 0};
     if (const int err = quota_.admit(c.client, charge); err != 0) {
         q.destroy_qp(c.client, made.handle);

@@ -81,13 +81,30 @@ TEST_F(QpInitAttrEx, EveryOpcodeOfTheTypeIsAccepted) {
     EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), 0);
 }
 
-// XRC is not offered: an XRC target QP (an XRCD, no PD) is EOPNOTSUPP, as
-// an XRC initiator is, not EINVAL for the missing PD.
-TEST_F(QpInitAttrEx, XrcTargetWithoutPdIsEopnotsupp) {
+// An XRC target QP has an XRCD and no PD (ibv_create_qp_ex(3)); without
+// the XRCD it is EINVAL. An XRC send QP needs its PD as any other.
+TEST_F(QpInitAttrEx, XrcTargetNeedsItsXrcdNotAPd) {
+    ibv_xrcd xrcd{};
     attr_.comp_mask = IBV_QP_INIT_ATTR_XRCD;
     attr_.pd = nullptr;
+    attr_.xrcd = &xrcd;
     attr_.qp_type = IBV_QPT_XRC_RECV;
+    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), 0);
+    attr_.xrcd = nullptr;
+    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EINVAL);
+    attr_.xrcd = &xrcd;
+    attr_.comp_mask = 0;
+    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EINVAL);
+    attr_.comp_mask = IBV_QP_INIT_ATTR_XRCD | IBV_QP_INIT_ATTR_RX_HASH;
     EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EOPNOTSUPP);
+}
+
+TEST_F(QpInitAttrEx, XrcSendTakesRcOps) {
+    attr_.qp_type = IBV_QPT_XRC_SEND;
+    attr_.send_ops_flags = kRcOps;
+    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), 0);
+    attr_.comp_mask &= ~static_cast<std::uint32_t>(IBV_QP_INIT_ATTR_PD);
+    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EINVAL);
 }
 
 TEST_F(QpInitAttrEx, NoPdIsEinval) {
@@ -112,8 +129,6 @@ TEST_F(QpInitAttrEx, WhatUroceDoesNotOfferIsEopnotsupp) {
     attr_.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE;
     EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EOPNOTSUPP);
     attr_.send_ops_flags = IBV_QP_EX_WITH_SEND;
-    attr_.qp_type = IBV_QPT_XRC_SEND;
-    EXPECT_EQ(provider::check_qp_init_attr_ex(attr_), EOPNOTSUPP);
     attr_.qp_type = IBV_QPT_RC;
     for (const std::uint32_t mask : {IBV_QP_INIT_ATTR_XRCD, IBV_QP_INIT_ATTR_MAX_TSO_HEADER,
                                      IBV_QP_INIT_ATTR_IND_TABLE, IBV_QP_INIT_ATTR_RX_HASH}) {
@@ -342,7 +357,12 @@ TEST_F(WrPost, TheFirstMistakeIsReturnedAndNothingPosted) {
          },
          EINVAL},
         {"TSO", [](ibv_qp_ex* q, char* b, const ibv_sge*, ibv_ah*) { ibv_wr_send_tso(q, b, 10, 10); }, EOPNOTSUPP},
-        {"XRC", [](ibv_qp_ex* q, char*, const ibv_sge*, ibv_ah*) { ibv_wr_set_xrc_srqn(q, 1); }, EOPNOTSUPP},
+        {"XRC SRQ on an RC QP",
+         [](ibv_qp_ex* q, char*, const ibv_sge*, ibv_ah*) {
+             ibv_wr_send(q);
+             ibv_wr_set_xrc_srqn(q, 1);
+         },
+         EINVAL},
     };
     ibv_wr_start(q_);
     ibv_wr_set_sge(q_, 1, 0x100, 8);  // before any opcode

@@ -364,12 +364,34 @@ TEST(QpTransitions, ValuesOutsideTheEnumsFail) {
             EXPECT_FALSE(transition_rule(type, S::Rts, s).has_value());
         }
     }
-    // RAW_PACKET (8), XRC (9, 10), 0, 1, 5 and 0xff are not types this device takes.
-    for (int bad : {0, 1, 5, 8, 9, 10, 0xff}) {
+    // RAW_PACKET (8), 0, 1, 5 and 0xff are not types this device takes.
+    for (int bad : {0, 1, 5, 8, 0xff}) {
         const auto type = static_cast<QpType>(bad);
         EXPECT_EQ(check_modify(type, S::Rts, kStateBit, attr, kLimits).error, EINVAL) << bad;
         EXPECT_FALSE(transition_rule(type, S::Rts, S::Err).has_value()) << bad;
     }
+}
+
+// XRC (Linux's qp_state_table, uverbs' modify_qp): each half takes RC's
+// rule without the other half's attributes, and the kernel drops those
+// attributes from the mask instead of refusing them.
+TEST(Transitions, XrcHalvesTakeTheirPartOfRc) {
+    const auto ini = transition_rule(QpType::XrcIni, QpState::Init, QpState::Rtr);
+    const auto tgt = transition_rule(QpType::XrcTgt, QpState::Init, QpState::Rtr);
+    ASSERT_TRUE(ini && tgt);
+    const std::uint32_t base = AttrMask::kAv | AttrMask::kPathMtu | AttrMask::kDestQpn | AttrMask::kRqPsn;
+    EXPECT_EQ(ini->required, base);
+    EXPECT_EQ(tgt->required, base | AttrMask::kMaxDestRdAtomic | AttrMask::kMinRnrTimer);
+    const auto ini_rts = transition_rule(QpType::XrcIni, QpState::Rtr, QpState::Rts);
+    const auto tgt_rts = transition_rule(QpType::XrcTgt, QpState::Rtr, QpState::Rts);
+    ASSERT_TRUE(ini_rts && tgt_rts);
+    EXPECT_EQ(tgt_rts->required, AttrMask::kTimeout | AttrMask::kSqPsn);
+    EXPECT_EQ(ini_rts->required, AttrMask::kTimeout | AttrMask::kRetryCnt | AttrMask::kRnrRetry | AttrMask::kSqPsn |
+                                     AttrMask::kMaxQpRdAtomic);
+    const std::uint32_t both = base | AttrMask::kMaxDestRdAtomic | AttrMask::kMinRnrTimer | AttrMask::kRetryCnt;
+    EXPECT_EQ(mask_as_kernel_takes(QpType::XrcIni, both), base | AttrMask::kRetryCnt);
+    EXPECT_EQ(mask_as_kernel_takes(QpType::XrcTgt, both), base | AttrMask::kMaxDestRdAtomic | AttrMask::kMinRnrTimer);
+    EXPECT_EQ(mask_as_kernel_takes(QpType::Rc, both), both);
 }
 
 }  // namespace
