@@ -61,6 +61,7 @@ std::size_t request_size(std::uint16_t op) {
         case UROCE_CTRL_STATUS:
         case UROCE_CTRL_STATS:
         case UROCE_CTRL_STATS_REASONS:
+        case UROCE_CTRL_LOOP_STALLS:
             return sizeof(uroce_ctrl_hdr);
         case UROCE_CTRL_LIST_MRS:
             return sizeof(uroce_ctrl_list_mrs);
@@ -460,8 +461,13 @@ void ControlServer::handle(int fd) {
     }
     int reply_fd = -1;
     message_fds_ = fds;
+    const auto started = std::chrono::steady_clock::now();
     const std::size_t len = dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd,
                                      fds.size() == 1 ? fds[0] : -1);
+    if (const auto took = std::chrono::steady_clock::now() - started;
+        took >= slowest_op_.took && static_cast<std::size_t>(n) >= sizeof(uroce_ctrl_hdr)) {
+        slowest_op_ = {read_as<uroce_ctrl_hdr>(msg).op, took};  // for the loop's stall watch
+    }
     message_fds_.clear();
     close_fds();
     if (len == 0) {
@@ -798,6 +804,11 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
             return dispatch_cm(c, h, msg, out, received_fd);
         case UROCE_CTRL_STATS_REASONS:
             return write_reply(out, h, 0, stats_reasons_reply(datapath_));
+        case UROCE_CTRL_LOOP_STALLS:
+            if (loop_stalls_ == nullptr) {
+                return status_only(out, h, ENOTSUP);
+            }
+            return write_reply(out, h, 0, loop_stalls_reply(*loop_stalls_));
         case UROCE_CTRL_FAULT_ADD:
         case UROCE_CTRL_FAULT_LIST:
         case UROCE_CTRL_FAULT_CLEAR:

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "abi/control.h"
@@ -22,6 +23,7 @@
 #include "device/ring_registry.h"
 #include "datapath.h"
 #include "handlers_stats.h"
+#include "loop_stalls.h"
 #include "mr/relaxed_pool.h"
 #include "net/fault_port.h"
 #include "ucma/loopback_cm.h"
@@ -52,6 +54,16 @@ public:
 
     // Waits up to `timeout_ms` for activity and handles it.
     void poll_once(int timeout_ms);
+
+    // The slowest message handled since the last call (op 0: none), for the
+    // loop's stall watch (loop_stalls.h).
+    struct SlowestOp {
+        std::uint16_t op = 0;
+        std::chrono::nanoseconds took{0};
+    };
+    [[nodiscard]] SlowestOp take_slowest_op() { return std::exchange(slowest_op_, SlowestOp{}); }
+    // The loop's stall counters, for LOOP_STALLS (nullptr: ENOTSUP).
+    void set_loop_stalls(const LoopStallCounters* counters) { loop_stalls_ = counters; }
 
     // Runs the relaxed-MR pools' invalidation timers.
     void poll_pools(std::chrono::steady_clock::time_point now);
@@ -181,6 +193,8 @@ private:
     Datapath* datapath_ = nullptr;
     net::FaultPort* faults_ = nullptr;
     int doorbell_fd_ = -1;
+    SlowestOp slowest_op_;
+    const LoopStallCounters* loop_stalls_ = nullptr;
 
     // The emulated rdma_cm device. Connections between its own ids are
     // made inside the daemon (ucma/loopback_cm.h); those to peers behind a
