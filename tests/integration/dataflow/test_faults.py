@@ -18,7 +18,8 @@ daemon's transmit side, so each direction of the link sees them once.
   retransmission, one duplicate at the responder), a READ response lost in
   the middle of a 64 KiB READ (one implied NAK, no timeout), a duplicated
   FETCH_AND_ADD (applied once), a peer that stops answering (RETRY_EXC_ERR
-  after (retry_cnt + 1) x the local ACK timeout, docs/congestion.md).
+  after (retry_cnt + 1) x the local ACK timeout, docs/congestion.md), an RNR
+  storm (receives posted late: RNR NAKs, retried forever, every byte there).
 
 Exit 77 (skipped), with the reason, without root or the tools.
 """
@@ -271,6 +272,18 @@ class FaultTests(unittest.TestCase):
         s, c = self.changes(before)
         self.assertEqual(s["faults.duplicated"], 1)
         self.assertEqual(s["duplicates"], 1, s)
+
+    def test_rnr_storm(self):
+        # The server posts each receive 20 ms late: every SEND meets RNR NAKs
+        # until its receive comes; rnr_retry 7 retries forever, so all 20
+        # complete and the server checks every byte (fault_scenarios rnr:N).
+        before = self.counters()
+        self.scenarios("rnr:20")
+        s, c = self.changes(before)
+        sys.stderr.write(f"    RNR storm: {s['rnr_naks_sent']} RNR NAKs for 20 SENDs\n")
+        self.assertGreaterEqual(s["rnr_naks_sent"], 20, s)
+        self.assertEqual(c["rnr_naks_received"], s["rnr_naks_sent"], c)  # none lost: no fault rules
+        self.assertEqual(c["timeouts"], 0, c)
 
     def test_silent_peer_exhausts_the_retries(self):
         server, client = self.topo.daemons
