@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 6u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached */
+#define UROCE_CTRL_VERSION 6u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached, LOOP_STALLS (140) */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -80,6 +80,8 @@ enum uroce_ctrl_op {
     /* Ops 130-139: multicast (docs/provider.md). */
     UROCE_CTRL_ATTACH_MCAST = 130,
     UROCE_CTRL_DETACH_MCAST = 131,
+    /* Ops 140-149: the daemon's loop (docs/daemon.md "Loop stalls"). */
+    UROCE_CTRL_LOOP_STALLS = 140,
 };
 
 struct uroce_ctrl_hdr {
@@ -576,6 +578,31 @@ struct uroce_ctrl_stats_reasons_reply {
 };
 
 /*
+ * LOOP_STALLS (a header-only request): rounds of the daemon's loop that took
+ * longer than its stall threshold (uroced --stall-ms), counted by cause and
+ * by the phase of the round that took longest (tools/uroced/loop_stalls.h;
+ * arrays indexed by its StallCause and LoopPhase, names in the order `uroce
+ * stats` prints them), and every round by length. A daemon without the
+ * watch answers ENOTSUP.
+ */
+#define UROCE_LOOP_STALL_CAUSES 8u   /* loop_stalls.h StallCause: cpu_wait on_cpu asked_sleep off_cpu */
+#define UROCE_LOOP_PHASES 8u         /* loop_stalls.h LoopPhase: data_path control housekeeping spin sleep */
+
+struct uroce_ctrl_loop_stalls_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t threshold_ns;
+    uint64_t rounds;            /* rounds of the loop since the daemon started */
+    uint64_t stalls;            /* rounds longer than threshold_ns */
+    uint64_t longest_ns;        /* the longest stalled round */
+    uint64_t stalled_ns;        /* the stalled rounds' time, summed */
+    uint64_t by_cause[UROCE_LOOP_STALL_CAUSES];
+    uint64_t by_phase[UROCE_LOOP_PHASES];
+    uint64_t rounds_over_20ms;  /* every round by length, whatever the threshold */
+    uint64_t rounds_over_100ms;
+    uint64_t rounds_over_1s;
+};
+
+/*
  * Fault injection (ops 90-94, docs/fault-injection.md). ADD, CLEAR and SEED
  * change what the daemon does to every client's traffic: only root and the
  * user the daemon runs as may use them (SO_PEERCRED); anyone else gets
@@ -879,6 +906,7 @@ static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
+static_assert(sizeof(struct uroce_ctrl_loop_stalls_reply) == 216, "loop stalls layout");
 static_assert(sizeof(struct uroce_explain_record) == 160, "explain record layout");
 static_assert(sizeof(struct uroce_ctrl_explain_fetch) == 40, "explain fetch layout");
 static_assert(sizeof(struct uroce_ctrl_explain_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");

@@ -529,16 +529,16 @@ def run_pair(topology, server_args, client_args, tcp_port, timeout=120, grace=3)
     return PairResult(server_side, client_side, topology)
 
 
-def run_tests(kind, tools, make_suite):
+def run_tests(kind, tools, make_suite, daemon_args=()):
     """main() of a data-test script: SKIP (77) with the reason when it cannot
     run here, else runs `make_suite(topology)`'s unittest suite against a fresh
-    topology of `kind` and returns 0 or 1."""
+    topology of `kind` (its daemons given `daemon_args` too) and returns 0 or 1."""
     import unittest
     reason = skip_reason(kind, tools)
     if reason:
         print(f"SKIP: {kind}: {reason}")
         return SKIP
-    topo = Topology(kind, *_binaries())
+    topo = Topology(kind, *_binaries(), daemon_args=daemon_args)
     try:
         print(f"topology: {topo.describe()}", file=sys.stderr)
         result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(make_suite(topo))

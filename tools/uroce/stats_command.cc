@@ -139,6 +139,44 @@ Group fault_group(const uroce_ctrl_fault_totals_reply& f) {
     return g;
 }
 
+// The daemon loop's stalls (LOOP_STALLS): the names of
+// tools/uroced/loop_stalls.h's StallCause and LoopPhase, in their order.
+constexpr std::array<std::string_view, 4> kStallCauseNames = {"cpu_wait", "on_cpu", "asked_sleep", "off_cpu"};
+constexpr std::array<std::string_view, 5> kLoopPhaseNames = {"data_path", "control", "housekeeping", "spin", "sleep"};
+
+Group loop_stalls_group(const uroce_ctrl_loop_stalls_reply& l) {
+    Group g{"loop_stalls",
+            {{"threshold_ns", l.threshold_ns},
+             {"rounds", l.rounds},
+             {"stalls", l.stalls},
+             {"longest_ns", l.longest_ns},
+             {"stalled_ns", l.stalled_ns}}};
+    static const auto kCauses = [] {
+        std::array<std::string, kStallCauseNames.size()> names;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            names[i] = fmt::format("cause_{}", kStallCauseNames[i]);
+        }
+        return names;
+    }();
+    static const auto kPhases = [] {
+        std::array<std::string, kLoopPhaseNames.size()> names;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            names[i] = fmt::format("phase_{}", kLoopPhaseNames[i]);
+        }
+        return names;
+    }();
+    for (std::size_t i = 0; i < kCauses.size(); ++i) {
+        g.counters.emplace_back(kCauses[i].c_str(), l.by_cause[i]);
+    }
+    for (std::size_t i = 0; i < kPhases.size(); ++i) {
+        g.counters.emplace_back(kPhases[i].c_str(), l.by_phase[i]);
+    }
+    g.counters.emplace_back("rounds_over_20ms", l.rounds_over_20ms);
+    g.counters.emplace_back("rounds_over_100ms", l.rounds_over_100ms);
+    g.counters.emplace_back("rounds_over_1s", l.rounds_over_1s);
+    return g;
+}
+
 std::vector<Group> base_groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r) {
     static const auto kParseNames = parse_drop_names();
     constexpr auto kFirstDrop = static_cast<std::size_t>(wire::ParseStatus::EthernetTruncated);
@@ -152,11 +190,20 @@ std::vector<Group> base_groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl
             reasons("naks_received", r.naks_received, engine::kNakReasonName)};
 }
 
+// The groups of the optional replies: absent when the daemon does not answer them.
+struct OptionalReplies {
+    const uroce_ctrl_fault_totals_reply* faults = nullptr;
+    const uroce_ctrl_loop_stalls_reply* loop_stalls = nullptr;
+};
+
 std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
-                          const uroce_ctrl_fault_totals_reply* faults) {
+                          const OptionalReplies& more) {
     std::vector<Group> all = base_groups(s, r);
-    if (faults != nullptr) {
-        all.push_back(fault_group(*faults));  // absent when the daemon runs without the fault hook
+    if (more.faults != nullptr) {
+        all.push_back(fault_group(*more.faults));  // absent when the daemon runs without the fault hook
+    }
+    if (more.loop_stalls != nullptr) {
+        all.push_back(loop_stalls_group(*more.loop_stalls));
     }
     return all;
 }
@@ -196,10 +243,9 @@ int list_mrs(abi::ControlClient& c, std::vector<uroce_ctrl_mr_entry>& out) {
 }
 
 void print_json(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
-                const uroce_ctrl_fault_totals_reply* faults,
-                const std::vector<uroce_ctrl_mr_entry>& mrs) {
+                const OptionalReplies& more, const std::vector<uroce_ctrl_mr_entry>& mrs) {
     nlohmann::ordered_json j;
-    for (const Group& g : groups(s, r, faults)) {
+    for (const Group& g : groups(s, r, more)) {
         nlohmann::ordered_json values = nlohmann::ordered_json::object();
         for (const auto& [name, value] : g.counters) {
             values[name] = value;
@@ -221,9 +267,8 @@ void print_json(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_
 }
 
 void print_text(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
-                const uroce_ctrl_fault_totals_reply* faults,
-                const std::vector<uroce_ctrl_mr_entry>& mrs) {
-    for (const Group& g : groups(s, r, faults)) {
+                const OptionalReplies& more, const std::vector<uroce_ctrl_mr_entry>& mrs) {
+    for (const Group& g : groups(s, r, more)) {
         fmt::print("{}\n", g.name);
         for (const auto& [name, value] : g.counters) {
             fmt::print("  {:<30}{:>20}\n", name, value);
@@ -264,11 +309,13 @@ int show(const DeviceLocation& loc, bool json) {
     }
     uroce_ctrl_fault_totals_reply fault_totals{};
     const bool have_faults = c.call_simple(UROCE_CTRL_FAULT_TOTALS, &fault_totals, sizeof fault_totals) == 0;
-    const uroce_ctrl_fault_totals_reply* faults = have_faults ? &fault_totals : nullptr;
+    uroce_ctrl_loop_stalls_reply loop_stalls{};
+    const bool have_loop_stalls = c.call_simple(UROCE_CTRL_LOOP_STALLS, &loop_stalls, sizeof loop_stalls) == 0;
+    const OptionalReplies more{have_faults ? &fault_totals : nullptr, have_loop_stalls ? &loop_stalls : nullptr};
     if (json) {
-        print_json(stats, reasons, faults, mrs);
+        print_json(stats, reasons, more, mrs);
     } else {
-        print_text(stats, reasons, faults, mrs);
+        print_text(stats, reasons, more, mrs);
     }
     return 0;
 }

@@ -390,8 +390,13 @@ void ControlServer::handle(int fd) {
     for (const UniqueFd& f : fds) {
         message_fds_.push_back(f.get());
     }
+    const auto started = std::chrono::steady_clock::now();
     const std::size_t len = dispatch(it->second, msg, static_cast<std::size_t>(n), reply, reply_fd,
                                      fds.size() == 1 ? fds[0].get() : -1);
+    if (const auto took = std::chrono::steady_clock::now() - started;
+        took >= slowest_op_.took && static_cast<std::size_t>(n) >= sizeof(uroce_ctrl_hdr)) {
+        slowest_op_ = {read_as<uroce_ctrl_hdr>(msg).op, took};  // for the loop's stall watch
+    }
     message_fds_.clear();
     fds.clear();  // closed before the reply: a client that sees it finds them closed
     const UniqueFd passed(reply_fd);  // closed after sending
@@ -428,6 +433,14 @@ std::size_t ControlServer::dispatch(Connection& c, const std::uint8_t* msg, std:
     }
     Request request{c, h, msg, out, reply_fd, received_fd};
     return (this->*entry->handler)(request);
+}
+
+std::size_t ControlServer::query_loop_stalls(Connection&, const uroce_ctrl_hdr& h, const std::uint8_t*,
+                                             std::uint8_t* out) {
+    if (loop_stalls_ == nullptr) {
+        return status_only(out, h, ENOTSUP);
+    }
+    return write_reply(out, h, 0, loop_stalls_reply(*loop_stalls_));
 }
 
 int ControlServer::fd_of(const Connection& c) const {

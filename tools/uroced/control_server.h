@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "abi/control.h"
@@ -23,6 +24,7 @@
 #include "device/ring_registry.h"
 #include "datapath.h"
 #include "handlers_stats.h"
+#include "loop_stalls.h"
 #include "mr/relaxed_pool.h"
 #include "mr_registrations.h"
 #include "net/fault_port.h"
@@ -54,6 +56,16 @@ public:
 
     // Waits up to `timeout_ms` for activity and handles it.
     void poll_once(int timeout_ms);
+
+    // The slowest message handled since the last call (op 0: none), for the
+    // loop's stall watch (loop_stalls.h).
+    struct SlowestOp {
+        std::uint16_t op = 0;
+        std::chrono::nanoseconds took{0};
+    };
+    [[nodiscard]] SlowestOp take_slowest_op() { return std::exchange(slowest_op_, SlowestOp{}); }
+    // The loop's stall counters, for LOOP_STALLS (nullptr: ENOTSUP).
+    void set_loop_stalls(const LoopStallCounters* counters) { loop_stalls_ = counters; }
 
     // Runs the relaxed-MR pools' invalidation timers.
     void poll_pools(std::chrono::steady_clock::time_point now);
@@ -204,6 +216,8 @@ private:
     std::size_t create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                                int& reply_fd);
     std::size_t create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    // Op 140: the loop's stall counters (docs/daemon.md "Loop stalls").
+    std::size_t query_loop_stalls(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // Ops 130-139: ibv_attach_mcast / ibv_detach_mcast (handlers_multicast.cc).
     std::size_t attach_multicast(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                  std::uint8_t* out);
@@ -255,6 +269,8 @@ private:
     Datapath* datapath_ = nullptr;
     net::FaultPort* faults_ = nullptr;
     UniqueFd doorbell_fd_;
+    SlowestOp slowest_op_;
+    const LoopStallCounters* loop_stalls_ = nullptr;
 
     // The emulated rdma_cm device. Connections between its own ids are
     // made inside the daemon (ucma/loopback_cm.h); those to peers behind a

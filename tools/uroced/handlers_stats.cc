@@ -83,6 +83,24 @@ uroce_ctrl_stats_reasons_reply stats_reasons_reply(const Datapath* datapath) {
     return r;
 }
 
+static_assert(kStallCauseCount <= UROCE_LOOP_STALL_CAUSES, "the reply holds every stall cause");
+static_assert(kLoopPhaseCount <= UROCE_LOOP_PHASES, "the reply holds every loop phase");
+
+uroce_ctrl_loop_stalls_reply loop_stalls_reply(const LoopStallCounters& c) {
+    uroce_ctrl_loop_stalls_reply r{};
+    r.threshold_ns = static_cast<std::uint64_t>(c.threshold.count());
+    r.rounds = c.rounds;
+    r.stalls = c.stalls;
+    r.longest_ns = c.longest_ns;
+    r.stalled_ns = c.stalled_ns;
+    std::copy(c.by_cause.begin(), c.by_cause.end(), r.by_cause);
+    std::copy(c.by_phase.begin(), c.by_phase.end(), r.by_phase);
+    r.rounds_over_20ms = c.rounds_over_20ms;
+    r.rounds_over_100ms = c.rounds_over_100ms;
+    r.rounds_over_1s = c.rounds_over_1s;
+    return r;
+}
+
 uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath,
                                    const OwnerFilter& visible) {
     uroce_ctrl_stats_reply r{};

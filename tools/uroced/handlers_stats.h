@@ -8,6 +8,7 @@
 #include "abi/control.h"
 #include "datapath.h"
 #include "device/device.h"
+#include "loop_stalls.h"
 
 namespace uroce::daemon {
 
@@ -25,6 +26,9 @@ using OwnerFilter = std::function<bool(std::uint32_t owner)>;
 
 // Every drop and NAK by reason; all zero without a data path.
 [[nodiscard]] uroce_ctrl_stats_reasons_reply stats_reasons_reply(const Datapath* datapath);
+
+// The loop's stall counters (LOOP_STALLS).
+[[nodiscard]] uroce_ctrl_loop_stalls_reply loop_stalls_reply(const LoopStallCounters& counters);
 
 // Up to UROCE_LIST_MRS_PER_REPLY of the MRs `visible` admits, from key
 // index `first_index` on.

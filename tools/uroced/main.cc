@@ -1,7 +1,7 @@
 // uroced: the uroce software RoCEv2 device daemon.
 //
 //   uroced --port loopback --ip 192.0.2.1 [--ip 2001:db8::1] [--name uroce0]
-//          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 1] [--spin-us 200]
+//          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 1] [--spin-us 200] [--stall-ms 100]
 //          [--fault RULE]... [--fault-seed N] [--no-fault-hook]
 //
 // Publishes the device under the state directory (a sysfs-style tree for
@@ -39,6 +39,7 @@
 #include "fault/rule_parse.h"
 #include "instance_lock.h"
 #include "log.h"
+#include "loop_stalls.h"
 #include "realtime.h"
 #include "sysfs_tree.h"
 #include "wire/describe.h"
@@ -92,6 +93,8 @@ bool lock_instance(const uroce::daemon::InstanceLock& lock, const std::string& n
 struct LoopSchedule {
     int realtime_priority = 0;                // 0: SCHED_OTHER
     std::optional<std::chrono::microseconds> spin;  // the idle policy's default when unset
+    // Rounds longer than this are counted and logged as stalls (loop_stalls.h).
+    std::chrono::milliseconds stall_threshold{100};
 };
 
 // A real-time thread's spin keeps every SCHED_OTHER thread off its CPU (its
@@ -134,15 +137,25 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         idle_config.spin = std::chrono::microseconds(std::atoi(spin));
     }
     daemon::IdlePolicy policy(idle_config);
+    daemon::LoopWatch watch(schedule.stall_threshold);
+    server.set_loop_stalls(&watch.counters());  // for LOOP_STALLS, served from this loop
+    auto serve_control = [&server, &watch] {
+        server.poll_once(0);
+        const auto slowest = server.take_slowest_op();
+        watch.control_served(slowest.op, slowest.took);
+        watch.phase_done(daemon::LoopPhase::Control, Clock::now());
+    };
     Clock::time_point next_control = Clock::now();
     Clock::time_point next_pools = Clock::now();
     while (!stop_requested.load(std::memory_order_relaxed)) {
         realtime.check_budget();
         Clock::time_point now = Clock::now();
+        watch.begin_round(now);
         bool worked = datapath.poll(now);
+        watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
         if (now >= next_control) {
             // Control messages are rare; look at most every 100 us while busy.
-            server.poll_once(0);
+            serve_control();
             next_control = now + std::chrono::microseconds(100);
         }
         if (now >= next_pools) {
@@ -160,12 +173,14 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
             }
         }
         const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, have_rx_fd);
+        watch.phase_done(daemon::LoopPhase::Housekeeping, Clock::now());
         if (!d.sleep) {
             if (!worked) {
                 // Spinning for a reply: let anything else runnable on this
                 // CPU (a client, a second daemon) go first. On small
                 // machines the reply usually comes from one of them.
                 sched_yield();
+                watch.phase_done(daemon::LoopPhase::Spin, Clock::now());
             }
             continue;
         }
@@ -173,12 +188,16 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         datapath.arm_doorbells();
         if (datapath.poll(Clock::now())) {
             (void)policy.after_poll(true, Clock::now(), deadline, have_rx_fd);
+            watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
             continue;
         }
+        watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
+        watch.asked_sleep(d.timeout);
         const bool woken = idle.wait(d.timeout);
         realtime.after_sleep();
+        watch.phase_done(daemon::LoopPhase::Sleep, Clock::now());
         if (woken) {
-            server.poll_once(0);
+            serve_control();
             next_control = Clock::now() + std::chrono::microseconds(100);
             // Drain the doorbell so the next sleep blocks again. RWF_NOWAIT:
             // every client holds this eventfd's open file description and
@@ -189,6 +208,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         }
     }
     datapath.set_idle_counters(nullptr);
+    server.set_loop_stalls(nullptr);
     const auto& e = datapath.engine().counters();
     const auto& i = idle.counters();
     daemon::log_info("engine: {} packets in, {} out, {} dropped, {} retransmitted, {} timeouts, {} RNR NAKs sent, "
@@ -201,6 +221,11 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
     if (schedule.realtime_priority != 0) {
         daemon::log_info("real-time: {} busy stretches outlasted the budget", realtime.demotions());
     }
+    const auto& w = watch.counters();
+    daemon::log_info("loop: {} rounds, {} stalls over {} ms (longest {:.1f} ms); rounds over 20 ms {}, 100 ms {}, "
+                     "1 s {}",
+                     w.rounds, w.stalls, schedule.stall_threshold.count(), static_cast<double>(w.longest_ns) / 1e6,
+                     w.rounds_over_20ms, w.rounds_over_100ms, w.rounds_over_1s);
 }
 
 }  // namespace
@@ -232,6 +257,12 @@ int main(int argc, char** argv) {
                                        "(default 200; with --realtime-priority 0 on a port with an rx wake fd, "
                                        "else 20)")
                             ->check(CLI::Range(0u, 100000u));
+    std::uint32_t stall_ms = 100;
+    app.add_option("--stall-ms", stall_ms,
+                   "a loop round longer than this many milliseconds is counted and logged as a stall, with its "
+                   "cause (`uroce stats` group loop_stalls; docs/daemon.md)")
+        ->capture_default_str()
+        ->check(CLI::Range(1u, 60000u));
     // ---- per-client quotas (client_quota.h, docs/daemon.md "Quotas"); 0: the derived default ----
     daemon::QuotaLimits quota_flags{0, 0, 0, 0};
     std::uint64_t quota_memory_mib = 0;
@@ -264,6 +295,7 @@ int main(int argc, char** argv) {
     if (spin_option->count() > 0) {
         schedule.spin = std::chrono::microseconds(spin_us);
     }
+    schedule.stall_threshold = std::chrono::milliseconds(stall_ms);
 
     if (name.rfind("uroce", 0) != 0 || name.size() > 32 || name.find('/') != std::string::npos) {
         daemon::log_error("--name {}: must start with 'uroce' (the provider claims that prefix), at most 32 characters, "

@@ -7,7 +7,8 @@ control: a raw client of the control socket registers MRs with and without a
 shared memfd (UROCE_REG_SHARED) and checks, through `uroce stats --json` and
 LIST_MRS, which way serves each MR, that DEREG_MR and REREG_MR drop the
 shared-mapping reference the MR held, and that listings page through many
-MRs in key order. Needs no privileges.
+MRs in key order; and the loop_stalls group (LOOP_STALLS) of a daemon
+started with --stall-ms. Needs no privileges.
 
 verbs: stock ibv_rc_pingpong through the daemon; while the server waits for
 its peer its MR shows way 'shared' (and 'copy' with UROCE_SHARE_MEMORY=0 in
@@ -99,6 +100,30 @@ def stats_json(state):
                        text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+class LoopStallsGroup(unittest.TestCase):
+    """LOOP_STALLS: the group carries the daemon's --stall-ms and counts its
+    loop's rounds, every cause and phase named (docs/stats.md)."""
+
+    def test_threshold_rounds_and_names(self):
+        d = harness.Daemon(UROCED, UROCE, name=DEVICE, ip="192.0.2.1", extra=("--stall-ms", "250"))
+        try:
+            first = stats_json(d.state)["loop_stalls"]
+            self.assertEqual(first["threshold_ns"], 250_000_000)
+            for name in ("cause_cpu_wait", "cause_on_cpu", "cause_asked_sleep", "cause_off_cpu", "phase_data_path",
+                         "phase_control", "phase_housekeeping", "phase_spin", "phase_sleep", "rounds_over_1s"):
+                self.assertIn(name, first)
+            # Each stall has exactly one cause and one phase.
+            self.assertEqual(sum(v for k, v in first.items() if k.startswith("cause_")), first["stalls"])
+            self.assertEqual(sum(v for k, v in first.items() if k.startswith("phase_")), first["stalls"])
+            # An idle loop still goes round (sleeps of at most 10 ms).
+            deadline = time.monotonic() + 10
+            while stats_json(d.state)["loop_stalls"]["rounds"] <= first["rounds"] and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertGreater(stats_json(d.state)["loop_stalls"]["rounds"], first["rounds"])
+        finally:
+            d.close()
 
 
 class ControlPart(unittest.TestCase):
@@ -312,6 +337,8 @@ def main():
             print(f"SKIP: {reason}")
             return harness.SKIP
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(ControlPart if args.part == "control" else VerbsPart)
+    if args.part == "control":
+        suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(LoopStallsGroup))
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stderr).run(suite)
     return 0 if result.wasSuccessful() else 1
 

@@ -18,6 +18,12 @@
  *   lost:1     one RDMA WRITE that must fail: the client prints its status and
  *              how long it took ("lost: status N (NAME) after M ms"), exits 0
  *              when it is IBV_WC_RETRY_EXC_ERR
+ *   rnr:N      an RNR storm: N SENDs of RNR_MSG bytes, one at a time, to a
+ *              server that posts each receive only RNR_DELAY_MS after it was
+ *              asked to, so every SEND meets receiver-not-ready NAKs (IBA
+ *              9.7.5.2.8) until its receive comes; rnr_retry is 7 (retry
+ *              forever), so each must complete, and the server checks every
+ *              byte it received
  * -t and -r set the requester's local ACK timeout (4.096 us * 2^t) and
  * retry count (defaults 14 and 7, as rc_link.h).
  *
@@ -39,6 +45,10 @@
 #define WAIT_MS 60000
 #define PATTERN_SEED 0x5EEDF00Du
 #define WRITE_SEED 0xC0FFEE11u
+#define RNR_MSG 1024u
+/* Longer than the RNR timer the QPs announce (min_rnr_timer 12: 0.64 ms,
+ * IBA table 45), so each SEND is NAKed several times before its receive. */
+#define RNR_DELAY_MS 20
 
 struct memory_info {
     uint32_t rkey;
@@ -48,7 +58,7 @@ struct memory_info {
     struct rc_endpoint endpoint;
 };
 
-enum command_op { CMD_VERIFY_WRITE = 1, CMD_VERIFY_COUNTER, CMD_DONE };
+enum command_op { CMD_VERIFY_WRITE = 1, CMD_VERIFY_COUNTER, CMD_DONE, CMD_RNR_STORM };
 
 struct command {
     uint32_t op;
@@ -101,6 +111,36 @@ static void setup(struct side *s, const char *device, int gid_index) {
     }
 }
 
+/* CMD_RNR_STORM: `count` receives, each posted RNR_DELAY_MS late, each
+ * waited for and its message checked. */
+static void receive_slowly(struct side *s, uint64_t count, struct reply *r) {
+    for (uint64_t i = 0; i < count && r->ok; ++i) {
+        uint8_t *slot = s->buffer + i * RNR_MSG;
+        memset(slot, 0, RNR_MSG);
+        usleep(RNR_DELAY_MS * 1000);
+        struct ibv_sge sge = {.addr = (uintptr_t)slot, .length = RNR_MSG, .lkey = s->mr->lkey};
+        struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1};
+        struct ibv_recv_wr *bad = NULL;
+        struct ibv_wc wc;
+        if (ibv_post_recv(s->qp, &wr, &bad) != 0 || rc_wait(&s->dev, &wc, WAIT_MS) != 1 ||
+            wc.status != IBV_WC_SUCCESS || wc.byte_len != RNR_MSG) {
+            r->ok = 0;
+            snprintf(r->text, sizeof r->text, "receive %llu did not complete with %u bytes", (unsigned long long)i,
+                     RNR_MSG);
+            return;
+        }
+        for (uint32_t j = 0; j < RNR_MSG; ++j) {
+            if (slot[j] != pattern_byte(WRITE_SEED, i * RNR_MSG + j)) {
+                r->ok = 0;
+                snprintf(r->text, sizeof r->text, "message %llu byte %u is 0x%02x, want 0x%02x",
+                         (unsigned long long)i, j, slot[j], pattern_byte(WRITE_SEED, i * RNR_MSG + j));
+                return;
+            }
+        }
+    }
+    pattern_fill(s->buffer, REGION_LEN, PATTERN_SEED, 0); /* the READ pattern again */
+}
+
 static int serve(struct side *s) {
     for (;;) {
         struct command c;
@@ -123,6 +163,8 @@ static int serve(struct side *s) {
                 }
             }
             pattern_fill(s->buffer, REGION_LEN, PATTERN_SEED, 0);  /* the READ pattern again */
+        } else if (c.op == CMD_RNR_STORM) {
+            receive_slowly(s, c.value, &r);
         } else if (c.op == CMD_VERIFY_COUNTER) {
             if (*s->counter != c.value) {
                 r.ok = 0;
@@ -230,6 +272,27 @@ static void run_op(struct side *s, const struct memory_info *peer, const char *n
             }
         }
         if (why[0] == 0 && (ask(s, CMD_VERIFY_COUNTER, n, &r) != 0 || !r.ok)) {
+            snprintf(why, sizeof why, "server: %s", r.text);
+        }
+    } else if (strcmp(name, "rnr") == 0) {
+        n = n > REGION_LEN / RNR_MSG ? REGION_LEN / RNR_MSG : n;
+        memset(&r, 0, sizeof r);
+        pattern_fill(s->buffer, n * RNR_MSG, WRITE_SEED, 0);
+        /* The server starts posting its receives, slowly; the SENDs go now. */
+        struct command storm = {.op = CMD_RNR_STORM, .value = n};
+        if (side_channel_send(s->fd, &storm, sizeof storm) != 0) {
+            snprintf(why, sizeof why, "the server went away");
+        }
+        for (uint64_t i = 0; i < n && why[0] == 0; ++i) {
+            sge.addr = (uintptr_t)(s->buffer + i * RNR_MSG);
+            sge.length = RNR_MSG;
+            wr.opcode = IBV_WR_SEND;
+            const int st = post_wait(s, &wr, &wc);
+            if (st != IBV_WC_SUCCESS) {
+                snprintf(why, sizeof why, "SEND %llu: completion status %d", (unsigned long long)i, st);
+            }
+        }
+        if (why[0] == 0 && (side_channel_recv(s->fd, &r, sizeof r) != 0 || !r.ok)) {
             snprintf(why, sizeof why, "server: %s", r.text);
         }
     } else {
