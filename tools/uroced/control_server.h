@@ -209,6 +209,15 @@ private:
     // Ops 110-119: ibv_advise_mr, XRC (handlers_verbs_ext.cc).
     std::size_t dispatch_verbs_ext(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                    std::uint8_t* out, int& reply_fd);
+    // An XRC SRQ's domain and CQ; zero for an ordinary SRQ.
+    struct SrqDomain {
+        std::uint32_t xrc_domain = 0;
+        std::uint32_t cq = 0;
+    };
+    // The rest of CREATE_SRQ / CREATE_XRC_SRQ once QueueObjects made the SRQ:
+    // quota, ring, reply (handlers_queues.cc).
+    std::size_t finish_srq(Connection& c, const uroce_ctrl_hdr& h, const uroce_ctrl_srq& req, std::uint32_t handle,
+                           const device::SrqAttr& a, SrqDomain domain, std::uint8_t* out, int& reply_fd);
     // Ops 120-129: XRC domains, SRQs and target QPs (handlers_xrc.cc).
     std::size_t open_xrcd(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                           int received_fd);

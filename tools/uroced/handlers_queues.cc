@@ -20,6 +20,15 @@
 
 namespace uroce::daemon {
 
+// What a queue of `asked` entries is granted: its ring's entries (the next
+// power of two) when they stay within `limit`; otherwise `asked` unchanged,
+// for QueueObjects to judge (it refuses 0 where 0 is invalid, and anything
+// above the limit).
+std::uint32_t granted_entries(std::uint32_t asked, std::uint32_t limit) {
+    const std::uint32_t entries = device::ring_entries(asked);
+    return asked != 0 && entries != 0 && entries <= limit ? entries : asked;
+}
+
 namespace {
 
 qp::AhAttr ah_from_wire(const uroce_ctrl_ah_attr& w) {
@@ -36,15 +45,6 @@ qp::AhAttr ah_from_wire(const uroce_ctrl_ah_attr& w) {
     a.static_rate = w.static_rate;
     a.port_num = w.port_num;
     return a;
-}
-
-// What a queue of `asked` entries is granted: its ring's entries (the next
-// power of two) when they stay within `limit`; otherwise `asked` unchanged,
-// for QueueObjects to judge (it refuses 0 where 0 is invalid, and anything
-// above the limit).
-std::uint32_t granted_entries(std::uint32_t asked, std::uint32_t limit) {
-    const std::uint32_t entries = device::ring_entries(asked);
-    return asked != 0 && entries != 0 && entries <= limit ? entries : asked;
 }
 
 // A completion channel's notify end must be a pipe the daemon can write:
@@ -188,27 +188,36 @@ std::size_t ControlServer::create_srq(Connection& c, const uroce_ctrl_hdr& h, co
     if (s.error != 0) {
         return status_only(out, h, s.error);
     }
+    return finish_srq(c, h, req, s.handle, a, SrqDomain{}, out, reply_fd);
+}
+
+std::size_t ControlServer::finish_srq(Connection& c, const uroce_ctrl_hdr& h, const uroce_ctrl_srq& req,
+                                      std::uint32_t handle, const device::SrqAttr& a, SrqDomain domain,
+                                      std::uint8_t* out, int& reply_fd) {
+    device::QueueObjects& q = device_.queues();
     const device::WqGeometry g = device::rq_geometry(a.max_wr, a.max_sge);
     const Charge charge{1, 1, g.bytes(), 0};
     if (const int err = quota_.admit(c.client, charge); err != 0) {
-        q.destroy_srq(c.client, s.handle);
+        q.destroy_srq(c.client, handle);
         return status_only(out, h, err);
     }
     std::shared_ptr<device::SrqRings> rings;
     if (const int err = device::make_srq_rings(g, rings); err != 0) {
-        q.destroy_srq(c.client, s.handle);
+        q.destroy_srq(c.client, handle);
         log_warn("client {}: cannot make the ring of a {}-entry SRQ: {}", c.client, g.entries, std::strerror(err));
         return status_only(out, h, ENOMEM);
     }
     rings->owner = c.client;
-    rings->handle = s.handle;
+    rings->handle = handle;
     rings->pd = req.pd;
     rings->cookie = req.cookie;
+    rings->xrc_domain = domain.xrc_domain;
+    rings->cq = domain.cq;
     reply_fd = rings->memory.release_fd();
-    quota_.add(ObjectKind::Srq, s.handle, c.client, charge);
+    quota_.add(ObjectKind::Srq, handle, c.client, charge);
     uroce_ctrl_srq r{};
     r.pd = req.pd;
-    r.handle = s.handle;
+    r.handle = handle;
     r.max_wr = g.entries;
     r.max_sge = a.max_sge;
     r.srq_limit = a.srq_limit;

@@ -51,46 +51,14 @@ std::size_t ControlServer::create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h
                                           std::uint8_t* out, int& reply_fd) {
     const auto req = read_as<uroce_ctrl_create_xrc_srq>(msg);
     device::QueueObjects& q = device_.queues();
-    const std::uint32_t entries = device::ring_entries(req.srq.max_wr);
-    device::SrqAttr a{req.srq.max_wr != 0 && entries != 0 && entries <= q.limits().max_srq_wr ? entries
-                                                                                              : req.srq.max_wr,
-                      req.srq.max_sge, 0};
+    // srq_limit 0: no limit event is armed at creation.
+    device::SrqAttr a{granted_entries(req.srq.max_wr, q.limits().max_srq_wr), req.srq.max_sge, 0};
     const device::Created s = q.create_xrc_srq(c.client, req.srq.pd, req.xrcd, req.cq, a);
     if (s.error != 0) {
         return status_only(out, h, s.error);
     }
-    const device::WqGeometry g = device::rq_geometry(a.max_wr, a.max_sge);
-    const Charge charge{1, 1, g.bytes(), 0};
-    if (const int err = quota_.admit(c.client, charge); err != 0) {
-        q.destroy_srq(c.client, s.handle);
-        return status_only(out, h, err);
-    }
-    std::shared_ptr<device::SrqRings> rings;
-    if (const int err = device::make_srq_rings(g, rings); err != 0) {
-        q.destroy_srq(c.client, s.handle);
-        log_warn("client {}: cannot make the ring of a {}-entry XRC SRQ: {}", c.client, g.entries,
-                 std::strerror(err));
-        return status_only(out, h, ENOMEM);
-    }
-    rings->owner = c.client;
-    rings->handle = s.handle;
-    rings->pd = req.srq.pd;
-    rings->cookie = req.srq.cookie;
-    rings->xrc_domain = q.xrc_domain(c.client, req.xrcd);
-    rings->cq = req.cq;
-    reply_fd = rings->memory.release_fd();
-    quota_.add(ObjectKind::Srq, s.handle, c.client, charge);
-    uroce_ctrl_srq r{};
-    r.pd = req.srq.pd;
-    r.handle = s.handle;
-    r.max_wr = g.entries;
-    r.max_sge = a.max_sge;
-    r.ring_bytes = rings->memory.size();
-    if (datapath_ != nullptr) {
-        datapath_->on_srq(rings, 0);
-    }
-    rings_.add(std::move(rings));
-    return write_reply(out, h, 0, r);
+    return finish_srq(c, h, req.srq, s.handle, a, SrqDomain{q.xrc_domain(c.client, req.xrcd), req.cq}, out,
+                      reply_fd);
 }
 
 std::size_t ControlServer::create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,

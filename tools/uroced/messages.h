@@ -36,4 +36,8 @@ inline std::size_t status_only(std::uint8_t* out, const uroce_ctrl_hdr& req, int
     return sizeof(h);
 }
 
+// What a queue of `asked` entries is granted: its ring's entries, or
+// `asked` for QueueObjects to judge (handlers_queues.cc).
+std::uint32_t granted_entries(std::uint32_t asked, std::uint32_t limit);
+
 }  // namespace uroce::daemon
