@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""What the fault-injection hook costs when no rule is installed: the message
-rate of ib_write_bw -s 64 on the embedded loopback port, with the hook (the
-default) and without it (uroced --no-fault-hook), in alternating rounds so
-the machine's load falls on both alike.
+"""What the fault-injection and capture hooks cost when no rule is installed
+and no capture runs: the message rate of ib_write_bw -s 64 on the embedded
+loopback port, with both hooks (the default) and without them (uroced
+--no-fault-hook --no-capture-hook), in alternating rounds so the machine's
+load falls on both alike.
 
 usage: sudo tools/bench/hook_cost.py [--build-dir build] [--rounds 5] [--seconds 3]
 
@@ -65,15 +66,15 @@ def main():
     try:
         daemons["hook"] = harness.Daemon(uroced, uroce, name="uroce_hk1", ip="192.0.2.11")
         daemons["no hook"] = harness.Daemon(uroced, uroce, name="uroce_hk0", ip="192.0.2.12",
-                                            extra=["--no-fault-hook"])
+                                            extra=["--no-fault-hook", "--no-capture-hook"])
         rates = {k: [] for k in daemons}
         for r in range(args.rounds):
             for kind in (("hook", "no hook") if r % 2 == 0 else ("no hook", "hook")):
                 rates[kind].append(message_rate(daemons[kind], args.seconds))
-            print(f"round {r + 1}: with the hook {rates['hook'][-1]:.4f} Mpps, without {rates['no hook'][-1]:.4f} Mpps",
+            print(f"round {r + 1}: with the hooks {rates['hook'][-1]:.4f} Mpps, without {rates['no hook'][-1]:.4f} Mpps",
                   flush=True)
         with_hook, without = statistics.median(rates["hook"]), statistics.median(rates["no hook"])
-        print(f"median: with the hook {with_hook:.4f} Mpps, without {without:.4f} Mpps, "
+        print(f"median: with the hooks {with_hook:.4f} Mpps, without {without:.4f} Mpps, "
               f"ratio {with_hook / without:.4f} (cost {100 * (1 - with_hook / without):+.2f}%)")
     finally:
         for d in daemons.values():

@@ -2,7 +2,7 @@
 //
 //   uroced --port loopback --ip 192.0.2.1 [--ip 2001:db8::1] [--name uroce0]
 //          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 1] [--spin-us 200] [--stall-ms 100]
-//          [--fault RULE]... [--fault-seed N] [--no-fault-hook]
+//          [--fault RULE]... [--fault-seed N] [--no-fault-hook] [--no-capture-hook]
 //
 // Publishes the device under the state directory (a sysfs-style tree for
 // libibverbs, the /dev/infiniband node, the control socket) and serves
@@ -291,6 +291,10 @@ int main(int argc, char** argv) {
                  "leave the fault-injection hook out of the data path (only to measure what it costs; "
                  "`uroce fault` then answers 'not supported')");
     // ---- end of fault injection ----
+    bool no_capture_hook = false;
+    app.add_flag("--no-capture-hook", no_capture_hook,
+                 "leave the capture hook out of the data path (only to measure what it costs; "
+                 "`uroce capture` then answers 'not supported')");
     CLI11_PARSE(app, argc, argv);
     if (spin_option->count() > 0) {
         schedule.spin = std::chrono::microseconds(spin_us);
@@ -401,7 +405,9 @@ int main(int argc, char** argv) {
         // drops on the way out is recorded once, as dropped, not as sent.
         daemon::CaptureTap capture_tap;
         daemon::CapturingPort capturing_port(*port, capture_tap);
-        port = &capturing_port;
+        if (!no_capture_hook) {
+            port = &capturing_port;
+        }
         std::unique_ptr<net::FaultPort> faults;
         if (!no_fault_hook) {
             faults = std::make_unique<net::FaultPort>(*port, fault_seed);
@@ -420,7 +426,9 @@ int main(int argc, char** argv) {
             server.attach_faults(*faults);
         }
         daemon::Datapath datapath(dev, *port);
-        datapath.set_capture(capture_tap);
+        if (!no_capture_hook) {
+            datapath.set_capture(capture_tap);
+        }
         server.attach(datapath);
         // On a kernel interface (af_packet) the host stack sees our RoCE
         // traffic too: keep it from answering with ICMP port unreachable.
