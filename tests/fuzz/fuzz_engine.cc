@@ -320,7 +320,6 @@ private:
     TestQp xrc_ini_;  // the initiator's send queue and CQ
     TestQp xrc_cq_;   // only its CQ: the XRC SRQs' completions
     std::array<RingMemory, kXrcSrqCount> xrc_srq_mem_;
-    std::array<std::uint32_t, kXrcSrqCount> xrc_srq_domain_{};  // 0: the SRQ does not exist now
     std::uint32_t xrc_tgt_domain_ = 0;                           // 0: the target does not exist now
     std::array<int, kQpCount> channel_read_{-1, -1, -1, -1};
     std::uint8_t flags_ = 0;
@@ -504,7 +503,6 @@ void Victim::add_xrc_srq(std::uint32_t k, std::uint32_t domain) {
     h->producer = h->consumer = h->doorbell_armed = h->error = 0;
     engine_->add_srq(handle, kOwner, pd_, engine::WorkRing(h, kSrqEntries, qps_[0].rq_stride, 4, 0), 0x5B00 + k, 0,
                      engine::XrcSrq{domain, kXrcSrqCq});
-    xrc_srq_domain_[k] = domain;
     for (std::uint32_t n = 0; n < 2; ++n) {
         const Region& g = regions_[n];
         const uroce_sge sge{g.iova + 128 * (k + 1), 600, g.key};
@@ -1172,17 +1170,18 @@ void Victim::op_echo(Input& in) {
     deliver(frame);
 }
 
+// The selector byte: bits 0-2 what, bits 3-4 which XRC SRQ, bit 6 the
+// target rather than the initiator, bit 7 domain 2 (or SQD rather than ERR).
 void Victim::op_xrc_objects(Input& in) {
     const std::uint8_t sel = in.u8();
-    const std::uint32_t k = (sel >> 3) % kXrcSrqCount;
+    const std::uint32_t k = ((sel >> 3) & 3) % kXrcSrqCount;
     const std::uint32_t domain = (sel & 0x80) != 0 ? 2 : 1;
-    switch (sel % 6) {
+    switch (sel & 7) {
         case 0:  // re-created, empty but for two WQEs, perhaps in the other domain
             add_xrc_srq(k, domain);
             break;
         case 1:  // destroyed, maybe under a message in flight
             engine_->remove_srq(kXrcSrqFirst + k);
-            xrc_srq_domain_[k] = 0;
             break;
         case 2:  // the target re-created, perhaps in the other domain
             add_xrc_tgt(domain);
@@ -1194,13 +1193,24 @@ void Victim::op_xrc_objects(Input& in) {
         case 4:  // receive WQEs into an XRC SRQ
             post_recvs(in, xrc_srq_mem_[k].wq());
             break;
-        default: {  // the initiator or the target to ERR or SQD
+        case 5: {  // the initiator or the target to ERR or SQD
             const QpPlan& plan = (sel & 0x40) != 0 ? kXrcTgt : kXrcIni;
             qp::QpAttr attr = rts_attr(plan);
             attr.state = (sel & 0x80) != 0 ? qp::QpState::Sqd : qp::QpState::Err;
             engine_->modify_qp(plan.qpn, attr, qp::AttrMask::kState);
             break;
         }
+        case 6: {  // raw bytes as the initiator's next WQE
+            uroce_wq_ring* h = xrc_ini_.sq();
+            std::uint8_t* slot = next_slot(h);
+            const auto bytes = in.bytes(h->stride);
+            std::copy(bytes.begin(), bytes.end(), slot);
+            ++h->producer;
+            break;
+        }
+        default:  // the initiator's producer index overwritten
+            xrc_ini_.sq()->producer = in.u32();
+            break;
     }
 }
 

@@ -24,8 +24,8 @@ NO_DRAIN, NO_RECOVER, FOREVER, NO_TIMEOUT, SRQ_LIMIT, XRC_ONE_DOMAIN = (1 << b f
 # XRC SRQ selectors (choose_xrc_srqn): SRQs 2 and 3 (domain 1, the target's),
 # SRQ 4 (domain 2), the ordinary SRQ 1, the absent number 5.
 XSRQ_2, XSRQ_3, XSRQ_4, XSRQ_ORDINARY, XSRQ_ABSENT = range(5)
-# XRC objects selectors (op_xrc_objects): low bits the action, bits 3-4 the SRQ, bit 7 domain 2 / SQD.
-XOBJ_NEW_SRQ, XOBJ_DEL_SRQ, XOBJ_NEW_TGT, XOBJ_DEL_TGT, XOBJ_RECV, XOBJ_ERR = range(6)
+# XRC objects selectors (op_xrc_objects): bits 0-2 the action, bits 3-4 the SRQ, bit 7 domain 2 / SQD.
+XOBJ_NEW_SRQ, XOBJ_DEL_SRQ, XOBJ_NEW_TGT, XOBJ_DEL_TGT, XOBJ_RECV, XOBJ_ERR, XOBJ_GARBAGE_WQE, XOBJ_SQ_PRODUCER = range(8)
 
 # Victim QP indexes: RC, UC, UD, RC on the SRQ.
 RC, UC, UD, RC_SRQ = range(4)
@@ -289,7 +289,9 @@ SEEDS = {
     + xrc_request(0x02, XSRQ_2, payload=20) + xrc_objects(XOBJ_NEW_TGT, domain2=True)
     + xrc_request(0x04, XSRQ_4, payload=8) + xrc_objects(XOBJ_DEL_TGT) + xrc_request(0x04, XSRQ_2, payload=8)
     + xrc_objects(XOBJ_NEW_SRQ, 1, domain2=True) + xrc_objects(XOBJ_RECV, 1, extra=post_recv(RC, [[(0, 0, 100)]])[2:])
-    + xrc_objects(XOBJ_ERR) + xrc_post_send(XSRQ_2, WR_SEND, sges=[(0, 0, 40)]) + loops(2),
+    + xrc_objects(XOBJ_ERR) + xrc_post_send(XSRQ_2, WR_SEND, sges=[(0, 0, 40)]) + loops(2)
+    + xrc_objects(XOBJ_GARBAGE_WQE, extra=bytes(range(0xF0, 0xFF)) * 8) + xrc_objects(XOBJ_SQ_PRODUCER, extra=u32(40))
+    + loops(1),
 }
 
 
