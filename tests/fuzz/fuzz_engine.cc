@@ -17,6 +17,13 @@
 // page the process cannot touch (DMA faults). A type 2 memory window can be
 // bound over the first.
 //
+// XRC (IBA annex A14): an initiator (0x15) whose requests go to the victim's
+// own target (0x16), and three XRC SRQs (2, 3, 4) over two XRC domains: the
+// target is in domain 1, SRQs 2 and 3 too, SRQ 4 in domain 2 (or domain 1
+// when the flags ask for one domain). SRQ 1 is the ordinary one. The input
+// posts XRC WQEs naming any of them or none, sends XRC requests (XRCETH)
+// to the target, and re-creates or removes the SRQs and the target.
+//
 // An input is a flags byte and then a sequence of operations (see Op), each
 // an opcode byte and its fields; missing bytes read as zero. Operations
 // deliver raw or structured frames, post valid or garbage WQEs and ring
@@ -116,6 +123,10 @@ constexpr std::uint32_t kQpCount = 4;
 constexpr std::uint32_t kSrqHandle = 1;
 constexpr std::uint32_t kSrqEntries = 16;
 constexpr std::uint32_t kAhCount = 3;
+constexpr std::uint32_t kXrcSrqFirst = 2;  // XRC SRQ handles 2, 3, 4: their XRCETH numbers
+constexpr std::uint32_t kXrcSrqCount = 3;
+constexpr std::uint32_t kXrcIniCq = kQpCount + 1;  // CQ handles after the four QPs' own
+constexpr std::uint32_t kXrcSrqCq = kQpCount + 2;
 
 struct QpPlan {
     std::uint32_t qpn;
@@ -129,6 +140,9 @@ constexpr std::array<QpPlan, kQpCount> kQps = {{
     {0x13, 0x23, qp::QpType::Ud, false},
     {0x14, 0x24, qp::QpType::Rc, true},
 }};
+// The two XRC halves, each the other's peer.
+constexpr QpPlan kXrcIni = {0x15, 0x16, qp::QpType::XrcIni, false};
+constexpr QpPlan kXrcTgt = {0x16, 0x15, qp::QpType::XrcTgt, false};
 
 wire::Gid ipv6_gid(std::uint8_t last) {
     wire::Gid g{};
@@ -229,6 +243,9 @@ private:
         Clock,          // time passes: retransmit and RNR timers fire
         Modify,         // ibv_modify_qp: back to RTS through RESET, to ERR, to SQD
         Echo,           // the victim's own frames come back as if from the peer
+        XrcPostSend,    // a send WQE on the XRC initiator, naming an XRC SRQ or none
+        XrcRequest,     // an XRC request (XRCETH) to the XRC target, as Request
+        XrcObjects,     // XRC SRQs and the target re-created, removed, refilled, moved
         Count,
     };
     struct Flags {
@@ -237,6 +254,7 @@ private:
         static constexpr std::uint8_t kForever = 1u << 2;     // retry_cnt and rnr_retry 7
         static constexpr std::uint8_t kNoTimeout = 1u << 3;   // timeout 0: never retransmit
         static constexpr std::uint8_t kSrqLimit = 1u << 4;    // arm the SRQ limit event
+        static constexpr std::uint8_t kXrcOneDomain = 1u << 5;  // every XRC SRQ in the target's domain
     };
 
     // Every input starts from the same state, and gives back at its end
@@ -244,7 +262,12 @@ private:
     void setup(std::uint8_t flags);
     void teardown();
     qp::QpAttr rts_attr(std::size_t i) const;
+    qp::QpAttr rts_attr(const QpPlan& plan) const;
     void to_rts(std::size_t i);
+    void to_rts(const QpPlan& plan);
+    void add_xrc_srq(std::uint32_t k, std::uint32_t domain);
+    void add_xrc_tgt(std::uint32_t domain);
+    void recover_xrc();
     void post_standard_recvs(std::size_t i, std::uint32_t count);
     uroce_wq_ring* recv_ring(std::size_t i);
 
@@ -254,6 +277,7 @@ private:
     std::uint32_t choose_length(Input& in);
     wire::Psn choose_psn(Input& in, wire::Psn base);
     uroce_sge choose_sge(Input& in);
+    std::uint32_t choose_xrc_srqn(Input& in);
 
     void op_raw_frame(Input& in);
     void op_request(Input& in);
@@ -264,6 +288,13 @@ private:
     void op_clock(Input& in);
     void op_modify(Input& in);
     void op_echo(Input& in);
+    void op_xrc_post_send(Input& in);
+    void op_xrc_request(Input& in) { request(in, true); }
+    void op_xrc_objects(Input& in);
+    void request(Input& in, bool xrc);
+    void post_send(Input& in, TestQp& q, qp::QpType type, std::uint32_t xrc_srqn);
+    void post_recvs(Input& in, uroce_wq_ring* h);
+    void settle_cq(TestQp& q);
 
     // Points a parsed frame at victim QP `qpn` from the peer, then fixes
     // the IPv4 checksum and the ICRC.
@@ -286,6 +317,10 @@ private:
     std::uint32_t mw_key_ = 0;
     std::array<TestQp, kQpCount> qps_{};
     RingMemory srq_mem_;
+    TestQp xrc_ini_;  // the initiator's send queue and CQ
+    TestQp xrc_cq_;   // only its CQ: the XRC SRQs' completions
+    std::array<RingMemory, kXrcSrqCount> xrc_srq_mem_;
+    std::uint32_t xrc_tgt_domain_ = 0;                           // 0: the target does not exist now
     std::array<int, kQpCount> channel_read_{-1, -1, -1, -1};
     std::uint8_t flags_ = 0;
     bool cq_scribbled_ = false;
@@ -405,12 +440,23 @@ Victim::Victim() {
         q.cq_mem = engine::test::make_cq(q.cq_entries);
     }
     srq_mem_ = engine::test::make_wq(kSrqEntries, qps_[0].rq_stride, 4, 0);
+    xrc_ini_.qpn = kXrcIni.qpn;
+    xrc_ini_.sq_entries = 16;
+    xrc_ini_.cq_entries = 64;
+    xrc_ini_.sq_mem = engine::test::make_wq(xrc_ini_.sq_entries, xrc_ini_.sq_stride, 4, 128);
+    xrc_ini_.cq_mem = engine::test::make_cq(xrc_ini_.cq_entries);
+    xrc_cq_.cq_entries = 64;
+    xrc_cq_.cq_mem = engine::test::make_cq(xrc_cq_.cq_entries);
+    for (RingMemory& m : xrc_srq_mem_) {
+        m = engine::test::make_wq(kSrqEntries, qps_[0].rq_stride, 4, 0);
+    }
 }
 
 Victim::~Victim() { engine_.reset(); }
 
-qp::QpAttr Victim::rts_attr(std::size_t i) const {
-    const QpPlan& plan = kQps[i];
+qp::QpAttr Victim::rts_attr(std::size_t i) const { return rts_attr(kQps[i]); }
+
+qp::QpAttr Victim::rts_attr(const QpPlan& plan) const {
     qp::QpAttr a;
     a.state = qp::QpState::Rts;
     a.path_mtu = qp::Mtu::Mtu256;  // multi-packet messages from few input bytes
@@ -431,18 +477,65 @@ qp::QpAttr Victim::rts_attr(std::size_t i) const {
     return a;
 }
 
-void Victim::to_rts(std::size_t i) {
+void Victim::to_rts(std::size_t i) { to_rts(kQps[i]); }
+
+void Victim::to_rts(const QpPlan& plan) {
     constexpr std::uint32_t kAll = qp::AttrMask::kState | qp::AttrMask::kAv | qp::AttrMask::kPathMtu |
                                    qp::AttrMask::kDestQpn | qp::AttrMask::kRqPsn | qp::AttrMask::kSqPsn |
                                    qp::AttrMask::kAccessFlags | qp::AttrMask::kTimeout | qp::AttrMask::kRetryCnt |
                                    qp::AttrMask::kRnrRetry | qp::AttrMask::kMinRnrTimer |
                                    qp::AttrMask::kMaxQpRdAtomic | qp::AttrMask::kMaxDestRdAtomic |
                                    qp::AttrMask::kQkey;
-    qp::QpAttr attr = rts_attr(i);
+    qp::QpAttr attr = rts_attr(plan);
     qp::QpAttr reset_attr = attr;
     reset_attr.state = qp::QpState::Reset;
-    engine_->modify_qp(kQps[i].qpn, reset_attr, qp::AttrMask::kState);
-    engine_->modify_qp(kQps[i].qpn, attr, kAll);
+    engine_->modify_qp(plan.qpn, reset_attr, qp::AttrMask::kState);
+    engine_->modify_qp(plan.qpn, attr, kAll);
+}
+
+// XRC SRQ kXrcSrqFirst + k, empty but for two receive WQEs, in `domain`.
+void Victim::add_xrc_srq(std::uint32_t k, std::uint32_t domain) {
+    const std::uint32_t handle = kXrcSrqFirst + k;
+    engine_->remove_srq(handle);
+    RingMemory& m = xrc_srq_mem_[k];
+    uroce_wq_ring* h = m.wq();
+    std::memset(reinterpret_cast<std::uint8_t*>(h + 1), 0, std::size_t{h->entries} * h->stride);
+    h->producer = h->consumer = h->doorbell_armed = h->error = 0;
+    engine_->add_srq(handle, kOwner, pd_, engine::WorkRing(h, kSrqEntries, qps_[0].rq_stride, 4, 0), 0x5B00 + k, 0,
+                     engine::XrcSrq{domain, kXrcSrqCq});
+    for (std::uint32_t n = 0; n < 2; ++n) {
+        const Region& g = regions_[n];
+        const uroce_sge sge{g.iova + 128 * (k + 1), 600, g.key};
+        uroce_recv_wqe w{0x6000u + 16 * k + n, 1, 0};
+        std::uint8_t* slot = next_slot(h);
+        std::memcpy(slot, &w, sizeof w);
+        std::memcpy(slot + sizeof w, &sge, sizeof sge);
+        ++h->producer;
+    }
+}
+
+// The XRC target as uroced makes it: no PD, CQ or rings of its own.
+void Victim::add_xrc_tgt(std::uint32_t domain) {
+    engine_->remove_qp(kXrcTgt.qpn);
+    engine::QpSetup s;
+    s.qpn = kXrcTgt.qpn;
+    s.owner = kOwner;
+    s.type = kXrcTgt.type;
+    s.xrc_domain = domain;
+    s.cookie = 0xD6;
+    engine_->add_qp(s);
+    to_rts(kXrcTgt);
+    xrc_tgt_domain_ = domain;
+}
+
+// XRC QPs that went to ERR come back to RTS.
+void Victim::recover_xrc() {
+    if (engine_->qp_state(kXrcIni.qpn) == qp::QpState::Err) {
+        to_rts(kXrcIni);
+    }
+    if (xrc_tgt_domain_ != 0 && engine_->qp_state(kXrcTgt.qpn) == qp::QpState::Err) {
+        to_rts(kXrcTgt);
+    }
 }
 
 uroce_wq_ring* Victim::recv_ring(std::size_t i) { return kQps[i].srq ? srq_mem_.wq() : qps_[i].rq(); }
@@ -470,6 +563,13 @@ void Victim::teardown() {
         engine_->remove_qp(plan.qpn);
     }
     engine_->remove_srq(kSrqHandle);
+    engine_->remove_qp(kXrcIni.qpn);
+    engine_->remove_qp(kXrcTgt.qpn);
+    for (std::uint32_t k = 0; k < kXrcSrqCount; ++k) {
+        engine_->remove_srq(kXrcSrqFirst + k);
+    }
+    engine_->remove_cq(kXrcIniCq);
+    engine_->remove_cq(kXrcSrqCq);
     for (std::size_t i = 0; i < kQpCount; ++i) {
         engine_->remove_cq(static_cast<std::uint32_t>(i + 1));  // closes the channel's write end
         if (channel_read_[i] >= 0) {
@@ -540,6 +640,32 @@ void Victim::setup(std::uint8_t flags) {
         to_rts(i);
         post_standard_recvs(i, 4);
     }
+    // XRC: the initiator, the SRQs' CQ, the SRQs, the target.
+    for (TestQp* q : {&xrc_ini_, &xrc_cq_}) {
+        uroce_cq_ring* cq = q->cq();
+        std::memset(reinterpret_cast<std::uint8_t*>(cq + 1), 0, std::size_t{q->cq_entries} * sizeof(uroce_cqe));
+        cq->producer = cq->consumer = cq->notify_request = cq->overrun = 0;
+        q->cq_consumer = 0;
+    }
+    clear_wq(xrc_ini_.sq_mem);
+    engine_->add_cq(kXrcIniCq, kOwner, engine::CqRing(xrc_ini_.cq(), xrc_ini_.cq_entries), -1, 0xC5);
+    engine_->add_cq(kXrcSrqCq, kOwner, engine::CqRing(xrc_cq_.cq(), xrc_cq_.cq_entries), -1, 0xC6);
+    engine::QpSetup ini;
+    ini.qpn = kXrcIni.qpn;
+    ini.owner = kOwner;
+    ini.pd = pd_;
+    ini.type = kXrcIni.type;
+    ini.send_cq = kXrcIniCq;
+    ini.recv_cq = kXrcIniCq;
+    ini.cookie = 0xD5;
+    ini.sq = engine::WorkRing(xrc_ini_.sq(), xrc_ini_.sq_entries, xrc_ini_.sq_stride, 4, 128);
+    engine_->add_qp(ini);
+    to_rts(kXrcIni);
+    const std::uint32_t last_domain = (flags & Flags::kXrcOneDomain) != 0 ? 1 : 2;
+    for (std::uint32_t k = 0; k < kXrcSrqCount; ++k) {
+        add_xrc_srq(k, k + 1 < kXrcSrqCount ? 1 : last_domain);
+    }
+    add_xrc_tgt(1);
 }
 
 // ---- choosers ----
@@ -596,6 +722,24 @@ wire::Psn Victim::choose_psn(Input& in, wire::Psn base) {
         return wire::Psn(in.u32());
     }
     return base + static_cast<std::uint32_t>(static_cast<std::int32_t>(static_cast<std::int8_t>(off)));
+}
+
+// The SRQ number an XRC WQE or XRCETH names: one in the target's domain,
+// one maybe in another, the ordinary SRQ, or one that does not exist.
+std::uint32_t Victim::choose_xrc_srqn(Input& in) {
+    const std::uint8_t sel = in.u8();
+    switch (sel % 6) {
+        case 0:
+        case 1:
+        case 2:
+            return kXrcSrqFirst + sel % 6;
+        case 3:
+            return kSrqHandle;
+        case 4:
+            return kXrcSrqFirst + kXrcSrqCount;
+        default:
+            return in.u32();
+    }
 }
 
 uroce_sge Victim::choose_sge(Input& in) {
@@ -676,7 +820,11 @@ void Victim::op_raw_frame(Input& in) {
     deliver(frame);
 }
 
-void Victim::op_request(Input& in) {
+void Victim::op_request(Input& in) { request(in, false); }
+
+// A request field by field; `xrc`: an XRC one to the XRC target (or, for
+// target selector 3, to the initiator, which has no responder).
+void Victim::request(Input& in, bool xrc) {
     static constexpr std::array<std::uint8_t, 20> kRcCodes = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06,
                                                               0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x13,
                                                               0x14, 0x16, 0x17, 0x11, 0x10, 0x81};
@@ -684,9 +832,10 @@ void Victim::op_request(Input& in) {
     const std::uint8_t code_sel = in.u8();
     const std::uint8_t bits = in.u8();
     const std::size_t i = target % kQpCount;
-    const QpPlan& plan = kQps[i];
+    const QpPlan& plan = !xrc ? kQps[i] : i == 3 ? kXrcIni : kXrcTgt;
     const engine::QueuePair* qp = engine_->find_qp(plan.qpn);
-    require(qp != nullptr);
+    require(qp != nullptr || plan.qpn == kXrcTgt.qpn);  // the XRC target may have been removed
+    const wire::Psn epsn = qp != nullptr ? qp->epsn : wire::Psn(kPsn);
 
     wire::PacketFields f;
     f.eth.dst = kVictimMac;
@@ -700,7 +849,10 @@ void Victim::op_request(Input& in) {
     }
     // The opcode: one of the QP's transport, or (bit 4) of another one.
     std::uint8_t code = kRcCodes[code_sel % kRcCodes.size()];
-    std::uint8_t transport = plan.type == qp::QpType::Rc ? 0x00 : plan.type == qp::QpType::Uc ? 0x20 : 0x60;
+    std::uint8_t transport = plan.type == qp::QpType::Rc   ? 0x00
+                             : plan.type == qp::QpType::Uc ? 0x20
+                             : xrc                         ? 0xA0
+                                                           : 0x60;
     if ((target & 0x10) != 0) {
         transport = static_cast<std::uint8_t>((code_sel >> 5) << 5);
     }
@@ -714,7 +866,7 @@ void Victim::op_request(Input& in) {
     f.bth.pkey = (bits & 0x08) != 0 ? in.u16() : 0xFFFF;
     f.bth.resv8a = (bits & 0x10) != 0 ? 0xC0 : 0;  // FECN/BECN
     f.bth.dest_qp = (target & 0x20) != 0 ? in.u32() : plan.qpn;
-    f.bth.psn = choose_psn(in, qp->epsn);
+    f.bth.psn = choose_psn(in, epsn);
     f.ext.reth.va = choose_address(in);
     f.ext.reth.rkey = choose_key(in);
     f.ext.reth.dma_length = choose_length(in);
@@ -730,7 +882,8 @@ void Victim::op_request(Input& in) {
     f.ext.aeth.msn = in.u32();
     // Payload: an exact MTU (FIRST, MIDDLE), or any length up to a few MTUs.
     const std::uint16_t len_sel = in.u16();
-    std::size_t len = (len_sel & 0x8000) != 0 ? qp->mtu : len_sel % (qp->mtu + 300);
+    const std::uint32_t mtu = qp != nullptr ? qp->mtu : 256;
+    std::size_t len = (len_sel & 0x8000) != 0 ? mtu : len_sel % (mtu + 300);
     if (!wire::opcode_info(f.bth.opcode).payload_allowed) {
         len = 0;
     }
@@ -744,6 +897,9 @@ void Victim::op_request(Input& in) {
         payload_buffer_[b] = static_cast<std::uint8_t>(fill + b);
     }
     f.payload = std::span<const std::uint8_t>(payload_buffer_.data(), len);
+    if (xrc) {
+        f.ext.xrc_srq = choose_xrc_srqn(in) & 0xFFFFFF;  // XRCETH: 24 bits
+    }
     deliver_built(f);
 }
 
@@ -799,8 +955,19 @@ void Victim::op_response(Input& in) {
 
 void Victim::op_post_send(Input& in) {
     const std::uint8_t target = in.u8();
-    TestQp& q = qps_[target % kQpCount];
+    post_send(in, qps_[target % kQpCount], kQps[target % kQpCount].type, 0);
+}
+
+void Victim::op_xrc_post_send(Input& in) {
+    const std::uint32_t srqn = choose_xrc_srqn(in);
+    post_send(in, xrc_ini_, kXrcIni.type, srqn);
+}
+
+// Any WQE the provider's ibv_post_send and ibv_wr_* paths write (every
+// opcode, inline or gathered), fields from the input.
+void Victim::post_send(Input& in, TestQp& q, qp::QpType type, std::uint32_t xrc_srqn) {
     uroce_send_wqe w{};
+    w.xrc_remote_srqn = xrc_srqn;
     w.wr_id = 0x1000u + in.u8();
     const std::uint8_t op = in.u8();
     w.opcode = op < 250 ? static_cast<std::uint8_t>(op % engine::kWrOpcodeLimit) : op;
@@ -828,7 +995,7 @@ void Victim::op_post_send(Input& in) {
             w.imm_data = choose_key(in);
             break;
         default:
-            if (kQps[target % kQpCount].type == qp::QpType::Ud) {
+            if (type == qp::QpType::Ud) {
                 w.u.ud.ah = in.u8() % (kAhCount + 2);
                 w.u.ud.remote_qpn = (in.u8() & 1) != 0 ? in.u32() : kQps[2].qpn;
                 w.u.ud.remote_qkey = (in.u8() & 1) != 0 ? in.u32() : kQkey;
@@ -901,8 +1068,11 @@ void Victim::op_garbage(Input& in) {
 
 void Victim::op_post_recv(Input& in) {
     const std::size_t i = in.u8() % kQpCount;
+    post_recvs(in, recv_ring(i));
+}
+
+void Victim::post_recvs(Input& in, uroce_wq_ring* h) {
     const std::uint8_t count = in.u8() % 5;
-    uroce_wq_ring* h = recv_ring(i);
     for (std::uint8_t n = 0; n < count; ++n) {
         uroce_recv_wqe w{0x2000u + n, static_cast<std::uint32_t>(in.u8() % 6), 0};
         std::array<uroce_sge, 5> sges{};
@@ -1000,6 +1170,50 @@ void Victim::op_echo(Input& in) {
     deliver(frame);
 }
 
+// The selector byte: bits 0-2 what, bits 3-4 which XRC SRQ, bit 6 the
+// target rather than the initiator, bit 7 domain 2 (or SQD rather than ERR).
+void Victim::op_xrc_objects(Input& in) {
+    const std::uint8_t sel = in.u8();
+    const std::uint32_t k = ((sel >> 3) & 3) % kXrcSrqCount;
+    const std::uint32_t domain = (sel & 0x80) != 0 ? 2 : 1;
+    switch (sel & 7) {
+        case 0:  // re-created, empty but for two WQEs, perhaps in the other domain
+            add_xrc_srq(k, domain);
+            break;
+        case 1:  // destroyed, maybe under a message in flight
+            engine_->remove_srq(kXrcSrqFirst + k);
+            break;
+        case 2:  // the target re-created, perhaps in the other domain
+            add_xrc_tgt(domain);
+            break;
+        case 3:  // the target destroyed
+            engine_->remove_qp(kXrcTgt.qpn);
+            xrc_tgt_domain_ = 0;
+            break;
+        case 4:  // receive WQEs into an XRC SRQ
+            post_recvs(in, xrc_srq_mem_[k].wq());
+            break;
+        case 5: {  // the initiator or the target to ERR or SQD
+            const QpPlan& plan = (sel & 0x40) != 0 ? kXrcTgt : kXrcIni;
+            qp::QpAttr attr = rts_attr(plan);
+            attr.state = (sel & 0x80) != 0 ? qp::QpState::Sqd : qp::QpState::Err;
+            engine_->modify_qp(plan.qpn, attr, qp::AttrMask::kState);
+            break;
+        }
+        case 6: {  // raw bytes as the initiator's next WQE
+            uroce_wq_ring* h = xrc_ini_.sq();
+            std::uint8_t* slot = next_slot(h);
+            const auto bytes = in.bytes(h->stride);
+            std::copy(bytes.begin(), bytes.end(), slot);
+            ++h->producer;
+            break;
+        }
+        default:  // the initiator's producer index overwritten
+            xrc_ini_.sq()->producer = in.u32();
+            break;
+    }
+}
+
 // ---- after each operation ----
 
 void Victim::settle() {
@@ -1019,27 +1233,11 @@ void Victim::settle() {
         }
     }
     check();
-    for (std::size_t i = 0; i < kQpCount; ++i) {
-        TestQp& q = qps_[i];
-        const std::uint32_t produced = q.cq()->producer;
-        if (!cq_scribbled_) {
-            require(produced - q.cq_consumer <= q.cq_entries);
-        }
-        if ((flags_ & Flags::kNoDrain) != 0) {
-            continue;
-        }
-        for (const uroce_cqe& e : q.poll()) {
-            if (kTrace) {
-                std::fprintf(stderr, "  cqe qp %#x wr_id %#" PRIx64 " status %u opcode %u len %u\n", e.qp_num, e.wr_id,
-                             e.status, e.opcode, e.byte_len);
-            }
-            const bool ours =
-                std::any_of(kQps.begin(), kQps.end(), [&e](const QpPlan& p) { return p.qpn == e.qp_num; });
-            require(ours || cq_scribbled_);
-            require(e.status <= 21 || cq_scribbled_);  // IBV_WC_GENERAL_ERR is the last status
-            require(e.opcode <= 6 || e.opcode == 128 || e.opcode == 129 || cq_scribbled_);
-        }
+    for (TestQp& q : qps_) {
+        settle_cq(q);
     }
+    settle_cq(xrc_ini_);
+    settle_cq(xrc_cq_);
     if (kTrace) {
         const engine::EngineCounters& c = engine_->counters();
         std::fprintf(stderr,
@@ -1054,6 +1252,10 @@ void Victim::settle() {
             const auto state = engine_->qp_state(plan.qpn);
             std::fprintf(stderr, " %#x:%d", plan.qpn, state ? static_cast<int>(*state) : -1);
         }
+        for (const QpPlan* plan : {&kXrcIni, &kXrcTgt}) {
+            const auto state = engine_->qp_state(plan->qpn);
+            std::fprintf(stderr, " %#x:%d", plan->qpn, state ? static_cast<int>(*state) : -1);
+        }
         std::fprintf(stderr, "\n");
     }
     if ((flags_ & Flags::kNoRecover) == 0) {
@@ -1063,6 +1265,30 @@ void Victim::settle() {
                 post_standard_recvs(i, 2);
             }
         }
+        recover_xrc();
+    }
+}
+
+// A CQ's promises: never more than `entries` ahead of the consumer, and
+// every CQE from one of the victim's QPs with a known status and opcode.
+void Victim::settle_cq(TestQp& q) {
+    const std::uint32_t produced = q.cq()->producer;
+    if (!cq_scribbled_) {
+        require(produced - q.cq_consumer <= q.cq_entries);
+    }
+    if ((flags_ & Flags::kNoDrain) != 0) {
+        return;
+    }
+    for (const uroce_cqe& e : q.poll()) {
+        if (kTrace) {
+            std::fprintf(stderr, "  cqe qp %#x wr_id %#" PRIx64 " status %u opcode %u len %u\n", e.qp_num, e.wr_id,
+                         e.status, e.opcode, e.byte_len);
+        }
+        const bool ours = std::any_of(kQps.begin(), kQps.end(), [&e](const QpPlan& p) { return p.qpn == e.qp_num; }) ||
+                          e.qp_num == kXrcIni.qpn || e.qp_num == kXrcTgt.qpn;
+        require(ours || cq_scribbled_);
+        require(e.status <= 21 || cq_scribbled_);  // IBV_WC_GENERAL_ERR is the last status
+        require(e.opcode <= 6 || e.opcode == 128 || e.opcode == 129 || cq_scribbled_);
     }
 }
 
@@ -1115,6 +1341,15 @@ void Victim::run(Input& in) {
                 break;
             case Op::Echo:
                 op_echo(in);
+                break;
+            case Op::XrcPostSend:
+                op_xrc_post_send(in);
+                break;
+            case Op::XrcRequest:
+                op_xrc_request(in);
+                break;
+            case Op::XrcObjects:
+                op_xrc_objects(in);
                 break;
             case Op::Count:
                 break;

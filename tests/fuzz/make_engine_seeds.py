@@ -18,7 +18,14 @@ import sys
 
 # Operations (Victim::Op) and flags (Victim::Flags).
 RAW, REQUEST, RESPONSE, POST_SEND, GARBAGE, POST_RECV, CLOCK, MODIFY, ECHO = range(9)
-NO_DRAIN, NO_RECOVER, FOREVER, NO_TIMEOUT, SRQ_LIMIT = (1 << b for b in range(5))
+XRC_POST_SEND, XRC_REQUEST, XRC_OBJECTS = range(9, 12)
+NO_DRAIN, NO_RECOVER, FOREVER, NO_TIMEOUT, SRQ_LIMIT, XRC_ONE_DOMAIN = (1 << b for b in range(6))
+
+# XRC SRQ selectors (choose_xrc_srqn): SRQs 2 and 3 (domain 1, the target's),
+# SRQ 4 (domain 2), the ordinary SRQ 1, the absent number 5.
+XSRQ_2, XSRQ_3, XSRQ_4, XSRQ_ORDINARY, XSRQ_ABSENT = range(5)
+# XRC objects selectors (op_xrc_objects): bits 0-2 the action, bits 3-4 the SRQ, bit 7 domain 2 / SQD.
+XOBJ_NEW_SRQ, XOBJ_DEL_SRQ, XOBJ_NEW_TGT, XOBJ_DEL_TGT, XOBJ_RECV, XOBJ_ERR, XOBJ_GARBAGE_WQE, XOBJ_SQ_PRODUCER = range(8)
 
 # Victim QP indexes: RC, UC, UD, RC on the SRQ.
 RC, UC, UD, RC_SRQ = range(4)
@@ -178,6 +185,20 @@ def loops(n):
     return echo_all() * n
 
 
+def xrc_post_send(srq, opcode, **kw):
+    # As post_send on a non-UD QP, after the XRC SRQ selector.
+    return u8(XRC_POST_SEND) + u8(srq) + post_send(RC, opcode, **kw)[2:]
+
+
+def xrc_request(code, srq, **kw):
+    # As request to the XRC target (selector 0), XRCETH selector last.
+    return u8(XRC_REQUEST) + request(0, code, **kw)[1:] + u8(srq)
+
+
+def xrc_objects(action, srq=0, domain2=False, extra=b""):
+    return u8(XRC_OBJECTS) + u8(action | srq << 3 | (0x80 if domain2 else 0)) + extra
+
+
 SEEDS = {
     "rc_send_only": bytes([0]) + request(RC, 0x04, payload=100),
     "rc_send_first_middle_last": bytes([0]) + request(RC, 0x00, payload=256) + request(RC, 0x01, payload=256)
@@ -246,7 +267,31 @@ SEEDS = {
     + post_send(RC, WR_WRITE, sges=[(5, 0, 8)]),
     "next_deadline": bytes([0]) + post_send(RC, WR_SEND, sges=[(0, 0, 40)]) + clock(0) * 4 + loops(1),
     "echo_mutated": bytes([0]) + post_send(RC, WR_WRITE, sges=[(0, 0, 700)]) + echo_one(0, 60, 0x40)
-    + echo_one(1, 45, 0x01, keep_icrc=True) + loops(3),
+    + echo_one(1, 45, 0x01, keep_icrc=True) + loops(3),    "xrc_loop_send": bytes([0]) + xrc_post_send(XSRQ_2, WR_SEND, sges=[(1, 0, 300)]) + loops(4),
+    "xrc_loop_write_read_atomics": bytes([0])
+    + xrc_post_send(XSRQ_3, WR_WRITE_IMM, sges=[(0, 0, 520)], remote=(4, 0), rkey=4, imm=9)
+    + xrc_post_send(XSRQ_2, WR_READ, sges=[(0, 2000, 300)], remote=(2, 0), rkey=2)
+    + xrc_post_send(XSRQ_2, WR_FAA, sges=[(0, 8, 8)], remote=(1, 16), rkey=1, atomic=(1, 0)) + loops(6),
+    "xrc_loop_inline_inv_bind": bytes([0])
+    + xrc_post_send(XSRQ_2, WR_SEND_IMM, flags=SIGNALED | INLINE, inline_len=60, imm=1)
+    + xrc_post_send(XSRQ_3, WR_SEND_INV, sges=[(0, 0, 40)], inv_key=key(0, mw_byte=0x77))
+    + xrc_post_send(XSRQ_2, WR_BIND_MW, bind=(64, 256, 0x77, 0x06))
+    + xrc_post_send(XSRQ_2, WR_LOCAL_INV, inv_key=key(0, mw_byte=0x77)) + loops(4),
+    "xrc_loop_foreign_ordinary_absent": bytes([0]) + xrc_post_send(XSRQ_4, WR_SEND, sges=[(0, 0, 40)])
+    + loops(2) + xrc_post_send(XSRQ_ORDINARY, WR_SEND, sges=[(0, 0, 40)]) + loops(2)
+    + xrc_post_send(XSRQ_ABSENT, WR_WRITE, sges=[(0, 0, 40)], remote=(0, 0)) + loops(2),
+    "xrc_one_domain": bytes([XRC_ONE_DOMAIN]) + xrc_post_send(XSRQ_4, WR_SEND, sges=[(1, 0, 600)]) + loops(4),
+    "xrc_requests": bytes([0]) + xrc_request(0x04, XSRQ_2, payload=100) + xrc_request(0x0A, XSRQ_3, payload=64,
+                                                                                      va=(0, 128))
+    + xrc_request(0x04, XSRQ_4, payload=8) + xrc_request(0x0C, XSRQ_ABSENT, dma_len=300, va=(2, 8), rkey=2)
+    + xrc_request(0x14, XSRQ_2, atomic_va=(1, 64), rkey=1, swap=3),
+    "xrc_objects_churn": bytes([0]) + xrc_request(0x00, XSRQ_2, payload=256) + xrc_objects(XOBJ_DEL_SRQ, 0)
+    + xrc_request(0x02, XSRQ_2, payload=20) + xrc_objects(XOBJ_NEW_TGT, domain2=True)
+    + xrc_request(0x04, XSRQ_4, payload=8) + xrc_objects(XOBJ_DEL_TGT) + xrc_request(0x04, XSRQ_2, payload=8)
+    + xrc_objects(XOBJ_NEW_SRQ, 1, domain2=True) + xrc_objects(XOBJ_RECV, 1, extra=post_recv(RC, [[(0, 0, 100)]])[2:])
+    + xrc_objects(XOBJ_ERR) + xrc_post_send(XSRQ_2, WR_SEND, sges=[(0, 0, 40)]) + loops(2)
+    + xrc_objects(XOBJ_GARBAGE_WQE, extra=bytes(range(0xF0, 0xFF)) * 8) + xrc_objects(XOBJ_SQ_PRODUCER, extra=u32(40))
+    + loops(1),
 }
 
 
