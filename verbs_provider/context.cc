@@ -89,6 +89,7 @@ constexpr pabi::verbs_context_ops kContextOps = [] {
     ops.destroy_srq = destroy_srq;
     ops.post_srq_recv = post_srq_recv;
     ops.open_xrcd = open_xrcd;
+    ops.open_qp = open_qp;
     ops.close_xrcd = close_xrcd;
     ops.create_srq_ex = create_srq_ex;
     ops.get_srq_num = get_srq_num;

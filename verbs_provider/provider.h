@@ -312,6 +312,8 @@ ibv_srq* create_srq_ex(ibv_context* ctx, ibv_srq_init_attr_ex* attr);
 int get_srq_num(ibv_srq* srq, std::uint32_t* srq_num);
 // ibv_create_qp_ex of an IBV_QPT_XRC_RECV QP (create_qp_ex sends it here).
 ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
+// ibv_open_qp(3): a handle on an existing XRC target QP of the caller's domain.
+ibv_qp* open_qp(ibv_context* ctx, ibv_qp_open_attr* attr);
 
 // verbs_ah.cc
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);

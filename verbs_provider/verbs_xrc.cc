@@ -115,18 +115,17 @@ int get_srq_num(ibv_srq* srq, std::uint32_t* srq_num) {
     return 0;
 }
 
-ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
-    if (attr->xrcd->context != ctx) {
-        errno = EINVAL;
-        return nullptr;
-    }
+namespace {
+
+// A handle on an XRC target QP, made (CREATE_XRC_TGT) or opened
+// (OPEN_XRC_TGT) by `req`, whose cookie is set here.
+template <typename Request>
+ibv_qp* xrc_target_handle(ibv_context* ctx, Request& req, void* qp_context) {
     auto* qp = new (std::nothrow) Qp{};
     if (qp == nullptr) {
         errno = ENOMEM;
         return nullptr;
     }
-    auto req = request<uroce_ctrl_create_xrc_tgt>(UROCE_CTRL_CREATE_XRC_TGT);
-    req.xrcd = reinterpret_cast<Xrcd*>(attr->xrcd)->handle;
     req.cookie = reinterpret_cast<std::uintptr_t>(&qp->vqp.qp);
     uroce_ctrl_handle reply{};
     if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply); err != 0) {
@@ -139,15 +138,47 @@ ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
     qp->vqp.comp_mask = 0;
     ibv_qp& q = qp->vqp.qp;
     q.context = ctx;
-    q.qp_context = attr->qp_context;
+    q.qp_context = qp_context;
     q.handle = reply.handle;
     q.qp_num = reply.handle;
     q.state = IBV_QPS_RESET;
     q.qp_type = IBV_QPT_XRC_RECV;
     pthread_mutex_init(&q.mutex, nullptr);
     pthread_cond_init(&q.cond, nullptr);
-    attr->cap = qp->cap;
     return &q;
+}
+
+}  // namespace
+
+ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr) {
+    if (attr->xrcd->context != ctx) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto req = request<uroce_ctrl_create_xrc_tgt>(UROCE_CTRL_CREATE_XRC_TGT);
+    req.xrcd = reinterpret_cast<Xrcd*>(attr->xrcd)->handle;
+    ibv_qp* q = xrc_target_handle(ctx, req, attr->qp_context);
+    if (q != nullptr) {
+        attr->cap = ibv_qp_cap{};
+    }
+    return q;
+}
+
+ibv_qp* open_qp(ibv_context* ctx, ibv_qp_open_attr* attr) {
+    // ibv_open_qp(3): the QP number, its XRC domain and its type are
+    // required, and only an XRC target QP can be opened (as the kernel's
+    // ib_uverbs_open_qp and ib_open_qp refuse anything else with EINVAL).
+    constexpr std::uint32_t kRequired = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    if ((attr->comp_mask & kRequired) != kRequired || attr->comp_mask >= IBV_QP_OPEN_ATTR_RESERVED ||
+        attr->qp_type != IBV_QPT_XRC_RECV || attr->xrcd == nullptr || attr->xrcd->context != ctx) {
+        errno = EINVAL;
+        return nullptr;
+    }
+    auto req = request<uroce_ctrl_open_xrc_tgt>(UROCE_CTRL_OPEN_XRC_TGT);
+    req.xrcd = reinterpret_cast<Xrcd*>(attr->xrcd)->handle;
+    req.qpn = attr->qp_num;
+    const std::uint32_t mask = attr->comp_mask;
+    return xrc_target_handle(ctx, req, (mask & IBV_QP_OPEN_ATTR_CONTEXT) != 0 ? attr->qp_context : nullptr);
 }
 
 }  // namespace uroce::provider

@@ -77,6 +77,7 @@ enum uroce_ctrl_op {
     UROCE_CTRL_CLOSE_XRCD = 121,
     UROCE_CTRL_CREATE_XRC_SRQ = 122,
     UROCE_CTRL_CREATE_XRC_TGT = 123,
+    UROCE_CTRL_OPEN_XRC_TGT = 124,
     /* Ops 130-139: multicast (docs/provider.md). */
     UROCE_CTRL_ATTACH_MCAST = 130,
     UROCE_CTRL_DETACH_MCAST = 131,
@@ -462,12 +463,25 @@ struct uroce_ctrl_create_xrc_srq {
 
 /* CREATE_XRC_TGT: an XRC target QP (IBV_QPT_XRC_RECV) of `xrcd`: no PD, no
  * CQ, no rings. The reply is a uroce_ctrl_handle carrying the QPN; the QP is
- * then modified, queried and destroyed as any other. */
+ * then modified and queried as any other. The QP belongs to no connection:
+ * the create and every OPEN_XRC_TGT is a handle, DESTROY_QP (or the end of
+ * the connection) closes one, and the last close destroys the QP. While a
+ * handle made through `xrcd` lives, CLOSE_XRCD of it is EBUSY. */
 struct uroce_ctrl_create_xrc_tgt {
     struct uroce_ctrl_hdr hdr;
     uint32_t xrcd;
     uint32_t reserved;
     uint64_t cookie;  /* the ibv_qp pointer, echoed in async events */
+};
+
+/* OPEN_XRC_TGT (ibv_open_qp(3)): one more handle on target QP `qpn` of the
+ * domain of reference `xrcd`; EINVAL when `qpn` is no target QP of that
+ * domain. The reply is a uroce_ctrl_handle carrying the QPN. */
+struct uroce_ctrl_open_xrc_tgt {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t xrcd;
+    uint32_t qpn;
+    uint64_t cookie;  /* the ibv_qp pointer, for logs */
 };
 
 /* Address handles: CREATE_AH replies with a uroce_ctrl_handle. */
@@ -902,6 +916,7 @@ static_assert(sizeof(struct uroce_ctrl_create_ah) == 64, "create ah layout");
 static_assert(sizeof(struct uroce_ctrl_open_xrcd) == 48, "open xrcd layout");
 static_assert(sizeof(struct uroce_ctrl_create_xrc_srq) == 72, "create xrc srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_xrc_tgt) == 40, "create xrc tgt layout");
+static_assert(sizeof(struct uroce_ctrl_open_xrc_tgt) == 40, "open xrc tgt layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");

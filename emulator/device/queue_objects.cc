@@ -221,7 +221,7 @@ int QueueObjects::modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_
                             const char*& reason) {
     std::lock_guard lock(mutex_);
     auto it = qps_.find(qpn);
-    if (it == qps_.end() || it->second.owner != owner) {
+    if (it == qps_.end() || !may_use(it->second, owner)) {
         reason = "no such QP of this client";
         return EINVAL;
     }
@@ -250,7 +250,7 @@ void QueueObjects::set_state_from_engine(std::uint32_t qpn, qp::QpState state) {
 std::optional<qp::QpAttr> QueueObjects::query_qp(std::uint32_t owner, std::uint32_t qpn) const {
     std::lock_guard lock(mutex_);
     auto it = qps_.find(qpn);
-    if (it == qps_.end() || it->second.owner != owner) {
+    if (it == qps_.end() || !may_use(it->second, owner)) {
         return std::nullopt;
     }
     return it->second.attr;
@@ -276,8 +276,12 @@ void QueueObjects::release_qp_refs(const Qp& q) {
 int QueueObjects::destroy_qp(std::uint32_t owner, std::uint32_t qpn) {
     std::lock_guard lock(mutex_);
     auto it = qps_.find(qpn);
-    if (it == qps_.end() || it->second.owner != owner) {
+    if (it == qps_.end() || !may_use(it->second, owner)) {
         return EINVAL;
+    }
+    if (it->second.type == qp::QpType::XrcTgt) {
+        close_tgt_handle(it, owner);  // the QP goes with its last handle
+        return 0;
     }
     release_qp_refs(it->second);
     qps_.erase(it);
@@ -285,8 +289,8 @@ int QueueObjects::destroy_qp(std::uint32_t owner, std::uint32_t qpn) {
 }
 
 std::size_t QueueObjects::destroy_owner(std::uint32_t owner) {
+    std::size_t n = close_xrc_tgts_of(owner).size();
     std::lock_guard lock(mutex_);
-    std::size_t n = 0;
     for (auto it = qps_.begin(); it != qps_.end();) {
         if (it->second.owner == owner) {
             release_qp_refs(it->second);

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <optional>
 #include <unordered_map>
+#include <vector>
 
 #include "mr/pd_table.h"
 #include "qp/qp_attr.h"
@@ -40,6 +41,10 @@ struct QueueLimits {
     std::uint32_t max_srq_sge = 32;
     std::uint32_t max_ah = 1u << 16;
 };
+
+// The owner of an XRC target QP: no client (clients count from 1); its
+// handles say who may use it.
+inline constexpr std::uint32_t kNoClient = 0;
 
 struct Created {
     int error = 0;
@@ -110,14 +115,27 @@ public:
     // returned), and the domain lives while a reference, an XRC SRQ or an
     // XRC target QP names it.
     Created open_xrcd(std::uint32_t owner, const XrcdOpen& how);
-    int close_xrcd(std::uint32_t owner, std::uint32_t xrcd);  // the domain stays while its SRQs or target QPs live
+    // EBUSY while an XRC SRQ or a target QP made or opened through this
+    // reference lives (the kernel's uxrcd refcnt, ib_destroy_usecnt); the
+    // domain itself stays while its SRQs or target QPs live.
+    int close_xrcd(std::uint32_t owner, std::uint32_t xrcd);
     // The domain a reference of `owner` names (0: none), for the data path.
     [[nodiscard]] std::uint32_t xrc_domain(std::uint32_t owner, std::uint32_t xrcd) const;
     // An SRQ of type XRC in the domain of reference `xrcd`, completing into `cq`.
     Created create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std::uint32_t xrcd, std::uint32_t cq,
                            SrqAttr& attr);
     // An XRC target QP of the domain of reference `xrcd`: no PD, CQ or rings.
+    // It belongs to no client: each create or open_xrc_tgt is a handle of its
+    // opener's, destroy_qp closes one, and the last close destroys the QP
+    // (the kernel's ib_open_qp / ib_close_qp sharing).
     Created create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd);
+    // ibv_open_qp(3): one more handle on target QP `qpn` of the domain of
+    // reference `xrcd`; EINVAL when `qpn` is no target QP of that domain.
+    int open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn);
+    // Closes every target-QP handle of `owner` (a departing client); returns
+    // the QPNs whose last handle that was, now destroyed.
+    std::vector<std::uint32_t> close_xrc_tgts_of(std::uint32_t owner);
+    [[nodiscard]] bool qp_exists(std::uint32_t qpn) const;
 
     // `c.cap` is updated to what was granted.
     Created create_qp(std::uint32_t owner, QpCreate& c);
@@ -146,7 +164,8 @@ private:
         std::uint32_t pd = 0;
         SrqAttr attr;
         std::uint32_t users = 0;
-        std::uint32_t xrc_domain = 0;  // XRC SRQs: their domain and CQ
+        std::uint32_t xrc_domain = 0;  // XRC SRQs: their domain, the reference made through, and CQ
+        std::uint32_t xrcd_ref = 0;
         std::uint32_t cq = 0;
     };
     struct XrcDomain {
@@ -156,6 +175,13 @@ private:
     struct XrcdRef {
         std::uint32_t owner = 0;
         std::uint32_t domain = 0;
+        std::uint32_t users = 0;  // XRC SRQs and target-QP handles made through this reference
+    };
+    // One handle on an XRC target QP: its client and the domain reference
+    // it was made or opened through.
+    struct XrcTgtHandle {
+        std::uint32_t owner = 0;
+        std::uint32_t xrcd_ref = 0;
     };
     struct Ah {
         std::uint32_t owner = 0;
@@ -170,11 +196,18 @@ private:
         std::uint32_t recv_cq = 0;
         std::uint32_t srq = 0;
         bool sq_sig_all = false;
-        std::uint32_t xrc_domain = 0;  // XRC target QPs
+        std::uint32_t xrc_domain = 0;  // XRC target QPs: their domain and handles
+        std::vector<XrcTgtHandle> handles;
         qp::QpAttr attr;
     };
 
     void unref_domain(std::uint32_t domain);
+    void unref_xrcd_ref(std::uint32_t ref);
+    // `owner` may use QP `q`: it created it, or holds a handle on a target QP.
+    [[nodiscard]] static bool may_use(const Qp& q, std::uint32_t owner);
+    // Drops one handle of `owner` on target QP `it`; true when it was the last
+    // (the QP is then erased).
+    bool close_tgt_handle(std::unordered_map<std::uint32_t, Qp>::iterator it, std::uint32_t owner);
     void release_srq_refs(const Srq& s);
     [[nodiscard]] int check_ah(const qp::AhAttr& a) const;
     std::uint32_t next_qpn();

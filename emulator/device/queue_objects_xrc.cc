@@ -2,6 +2,7 @@
 // file (ibv_open_xrcd(3)), XRC SRQs and XRC target QPs. Same mutex and
 // ownership rules as the other queue objects, except that a domain belongs
 // to no client: each open is a reference its client owns.
+#include <algorithm>
 #include <cerrno>
 
 #include "queue_objects.h"
@@ -15,8 +16,38 @@ void QueueObjects::unref_domain(std::uint32_t domain) {
     }
 }
 
+void QueueObjects::unref_xrcd_ref(std::uint32_t ref) {
+    if (auto it = xrcd_refs_.find(ref); it != xrcd_refs_.end() && it->second.users > 0) {
+        --it->second.users;
+    }
+}
+
+bool QueueObjects::may_use(const Qp& q, std::uint32_t owner) {
+    if (q.type != qp::QpType::XrcTgt) {
+        return q.owner == owner;
+    }
+    return std::ranges::any_of(q.handles, [owner](const XrcTgtHandle& h) { return h.owner == owner; });
+}
+
+bool QueueObjects::close_tgt_handle(std::unordered_map<std::uint32_t, Qp>::iterator it, std::uint32_t owner) {
+    auto& handles = it->second.handles;
+    const auto mine = std::ranges::find_if(handles, [owner](const XrcTgtHandle& h) { return h.owner == owner; });
+    if (mine == handles.end()) {
+        return false;
+    }
+    unref_xrcd_ref(mine->xrcd_ref);
+    handles.erase(mine);
+    if (!handles.empty()) {
+        return false;
+    }
+    release_qp_refs(it->second);
+    qps_.erase(it);
+    return true;
+}
+
 void QueueObjects::release_srq_refs(const Srq& s) {
     if (s.xrc_domain != 0) {
+        unref_xrcd_ref(s.xrcd_ref);
         unref_domain(s.xrc_domain);
         if (auto c = cqs_.find(s.cq); c != cqs_.end() && c->second.users > 0) {
             --c->second.users;
@@ -61,6 +92,9 @@ int QueueObjects::close_xrcd(std::uint32_t owner, std::uint32_t xrcd) {
     if (it == xrcd_refs_.end() || it->second.owner != owner) {
         return EINVAL;
     }
+    if (it->second.users != 0) {
+        return EBUSY;
+    }
     unref_domain(it->second.domain);
     xrcd_refs_.erase(it);
     return 0;
@@ -90,8 +124,10 @@ Created QueueObjects::create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std:
     }
     ++c->second.users;
     ++d->second.users;
+    ++xrcd_refs_[xrcd].users;
     Srq& s = srqs_[made.handle];
     s.xrc_domain = domain;
+    s.xrcd_ref = xrcd;
     s.cq = cq;
     return made;
 }
@@ -106,13 +142,55 @@ Created QueueObjects::create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd) {
         return {ENOMEM, 0};
     }
     Qp q;
-    q.owner = owner;
+    q.owner = kNoClient;
     q.type = qp::QpType::XrcTgt;
     q.xrc_domain = r->second.domain;
+    q.handles.push_back(XrcTgtHandle{owner, xrcd});
+    ++r->second.users;
     const std::uint32_t qpn = next_qpn();
     ++domains_[q.xrc_domain].users;
     qps_[qpn] = q;
     return {0, qpn};
+}
+
+int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn) {
+    std::lock_guard lock(mutex_);
+    auto r = xrcd_refs_.find(xrcd);
+    auto q = qps_.find(qpn);
+    // ib_open_qp: the QPN must name a target QP of this very domain.
+    if (r == xrcd_refs_.end() || r->second.owner != owner || q == qps_.end() ||
+        q->second.type != qp::QpType::XrcTgt || q->second.xrc_domain != r->second.domain) {
+        return EINVAL;
+    }
+    q->second.handles.push_back(XrcTgtHandle{owner, xrcd});
+    ++r->second.users;
+    return 0;
+}
+
+std::vector<std::uint32_t> QueueObjects::close_xrc_tgts_of(std::uint32_t owner) {
+    std::lock_guard lock(mutex_);
+    std::vector<std::uint32_t> candidates;
+    for (const auto& [qpn, q] : qps_) {
+        if (q.type == qp::QpType::XrcTgt && may_use(q, owner)) {
+            candidates.push_back(qpn);
+        }
+    }
+    std::vector<std::uint32_t> destroyed;
+    for (const std::uint32_t qpn : candidates) {
+        auto it = qps_.find(qpn);
+        while (it != qps_.end() && may_use(it->second, owner)) {
+            if (close_tgt_handle(it, owner)) {
+                destroyed.push_back(qpn);
+                break;
+            }
+        }
+    }
+    return destroyed;
+}
+
+bool QueueObjects::qp_exists(std::uint32_t qpn) const {
+    std::lock_guard lock(mutex_);
+    return qps_.contains(qpn);
 }
 
 }  // namespace uroce::device

@@ -316,6 +316,9 @@ void ControlServer::drop(int fd, const std::string& why, bool client_misbehaved)
     if (datapath_ != nullptr) {
         datapath_->on_client_gone(client);  // before its rings and memory go
     }
+    for (const std::uint32_t qpn : device_.queues().close_xrc_tgts_of(client)) {
+        forget_qp(qpn);  // the last handles on these XRC target QPs were the client's
+    }
     const std::size_t n = device_.close_client(client);
     rings_.remove_owner(client);
     quota_.remove_client(client);

@@ -225,6 +225,9 @@ private:
     std::size_t create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out,
                                int& reply_fd);
     std::size_t create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    // A QP QueueObjects destroyed leaves the data path, the rings and the quota.
+    void forget_qp(std::uint32_t qpn);
     // Op 140: the loop's stall counters (docs/daemon.md "Loop stalls").
     std::size_t query_loop_stalls(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // Ops 130-139: ibv_attach_mcast / ibv_detach_mcast (handlers_multicast.cc).

@@ -232,6 +232,9 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
                 return status_only(out, h, EBUSY);  // still attached to a group (uverbs_free_qp)
             }
             const int err = q.destroy_qp(owner, qpn);
+            if (err == 0 && q.qp_exists(qpn)) {
+                return status_only(out, h, 0);  // a handle on a shared XRC target QP closed; others remain
+            }
             if (err == 0) {
                 if (datapath_ != nullptr) {
                     datapath_->on_destroy_qp(qpn);

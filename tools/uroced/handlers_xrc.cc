@@ -82,7 +82,7 @@ std::size_t ControlServer::create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h
         q.destroy_qp(c.client, made.handle);
         return status_only(out, h, ENOMEM);
     }
-    rings->owner = c.client;
+    rings->owner = device::kNoClient;  // shared by its handles (QueueObjects::open_xrc_tgt)
     rings->qpn = made.handle;
     rings->cookie = req.cookie;
     rings->type = qp::QpType::XrcTgt;
@@ -95,6 +95,22 @@ std::size_t ControlServer::create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h
     uroce_ctrl_handle r{};
     r.handle = made.handle;
     return write_reply(out, h, 0, r);
+}
+
+std::size_t ControlServer::open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                        std::uint8_t* out) {
+    const auto req = read_as<uroce_ctrl_open_xrc_tgt>(msg);
+    uroce_ctrl_handle r{};
+    r.handle = req.qpn;
+    return write_reply(out, h, device_.queues().open_xrc_tgt(c.client, req.xrcd, req.qpn), r);
+}
+
+void ControlServer::forget_qp(std::uint32_t qpn) {
+    if (datapath_ != nullptr) {
+        datapath_->on_destroy_qp(qpn);
+    }
+    rings_.remove_qp(qpn);
+    quota_.remove(ObjectKind::Qp, qpn);
 }
 
 }  // namespace uroce::daemon

@@ -10,11 +10,18 @@
  *  - an RDMA WRITE and an RDMA READ through the pair move their bytes;
  *  - a SEND naming an SRQ number no SRQ has completes IBV_WC_REM_INV_REQ_ERR
  *    and a SEND naming an SRQ of another XRC domain IBV_WC_REM_ACCESS_ERR;
- *    neither delivers anything.
+ *    neither delivers anything;
+ *  - a target QP shared through a domain file: a second context opens it by
+ *    number (ibv_open_qp), the creator destroys its handle, and SENDs still
+ *    arrive through the opened handle byte for byte; ibv_close_xrcd is
+ *    EBUSY while an SRQ or a QP handle made through it lives; the last
+ *    close destroys the QP and SENDs to it then fail. A QPN that is not a
+ *    target QP of the domain cannot be opened (EINVAL).
  *
  * usage: xrc_check DEVICE GID_INDEX. Prints "xrc_check: ok" and exits 0, or
  * says what failed and exits 1.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -196,6 +203,25 @@ static void xrc_pair(struct ibv_xrcd *xrcd, struct ibv_cq *send_cq, struct ibv_q
            "send QP to RTS");
 }
 
+static struct ibv_xrcd *file_domain(struct ibv_context *c, int fd, int oflags) {
+    struct ibv_xrcd_init_attr a = {0};
+    a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    a.fd = fd;
+    a.oflags = oflags;
+    struct ibv_xrcd *x = ibv_open_xrcd(c, &a);
+    CHECK(x != NULL, "ibv_open_xrcd of a file failed");
+    return x;
+}
+
+static struct ibv_qp *open_target(struct ibv_context *c, struct ibv_xrcd *xrcd, uint32_t qp_num) {
+    struct ibv_qp_open_attr a = {0};
+    a.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+    a.qp_num = qp_num;
+    a.xrcd = xrcd;
+    a.qp_type = IBV_QPT_XRC_RECV;
+    return ibv_open_qp(c, &a);
+}
+
 static void post(struct ibv_qp *ini, enum ibv_wr_opcode op, struct ibv_mr *local, uint32_t len, uint32_t srqn,
                  const struct ibv_mr *remote, uint64_t wr_id) {
     struct ibv_sge sge = {(uintptr_t)local->addr, len, local->lkey};
@@ -226,6 +252,65 @@ static void expect_recv(struct ibv_cq *cq, uint64_t wr_id, uint32_t bytes, uint3
           "%s: status %s opcode %d wr_id %llu byte_len %u qp_num 0x%x (expected %u bytes on QP 0x%x)", what,
           ibv_wc_status_str(wc.status), wc.opcode, (unsigned long long)wc.wr_id, wc.byte_len, wc.qp_num, bytes,
           qp_num);
+}
+
+/* A target QP created here and opened by a second context of the device
+ * through a domain both opened from one file. */
+static void shared_target(struct ibv_cq *send_cq, struct ibv_cq *cq, struct ibv_mr *src, struct ibv_mr *dst,
+                          const char *device) {
+    struct ibv_context *ctx2 = NULL;
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    for (struct ibv_device **d = list; *d != NULL && ctx2 == NULL; ++d) {
+        if (strcmp(ibv_get_device_name(*d), device) == 0) {
+            ctx2 = ibv_open_device(*d);
+        }
+    }
+    ibv_free_device_list(list);
+    CHECK(ctx2 != NULL, "cannot open %s a second time", device);
+    FILE *file = tmpfile();
+    CHECK(file != NULL, "tmpfile failed");
+    struct ibv_xrcd *mine = file_domain(ctx, fileno(file), O_CREAT), *theirs = file_domain(ctx2, fileno(file), 0);
+    uint32_t num;
+    struct ibv_srq *srq = xrc_srq(mine, cq, &num);
+    struct ibv_qp *ini, *tgt;
+    xrc_pair(mine, send_cq, &ini, &tgt);
+    const uint32_t tgt_num = tgt->qp_num;
+
+    errno = 0;
+    CHECK(open_target(ctx2, theirs, ini->qp_num) == NULL && errno == EINVAL,
+          "ibv_open_qp of a send QP's number: errno %d, expected EINVAL", errno);
+    struct ibv_qp *opened = open_target(ctx2, theirs, tgt_num);
+    CHECK(opened != NULL && opened->qp_num == tgt_num && opened->qp_type == IBV_QPT_XRC_RECV,
+          "ibv_open_qp of the target QP failed (errno %d)", errno);
+    CHECK(ibv_close_xrcd(theirs) == EBUSY, "ibv_close_xrcd with an opened QP: expected EBUSY");
+    CHECK(ibv_close_xrcd(mine) == EBUSY, "ibv_close_xrcd with an SRQ and a target QP: expected EBUSY");
+
+    /* The creator's handle goes; the opened one keeps the QP. */
+    CHECK(ibv_destroy_qp(tgt) == 0, "ibv_destroy_qp of the creator's handle failed");
+    post_srq(srq, dst, 400);
+    memset(dst->addr, 0, BYTES);
+    fill(src, SEND_A, 7);
+    post(ini, IBV_WR_SEND, src, SEND_A, num, NULL, 7);
+    expect_send(send_cq, 7, IBV_WC_SUCCESS, "SEND through the opened target QP");
+    expect_recv(cq, 400, SEND_A, tgt_num, "receive through the opened target QP");
+    same_bytes(src, dst, SEND_A, "SEND through the opened target QP");
+
+    /* The last handle goes: so does the QP, and SENDs to it fail. */
+    CHECK(ibv_destroy_qp(opened) == 0, "ibv_destroy_qp of the opened handle failed");
+    errno = 0;
+    CHECK(open_target(ctx2, theirs, tgt_num) == NULL && errno == EINVAL,
+          "ibv_open_qp of a destroyed target QP: errno %d, expected EINVAL", errno);
+    post_srq(srq, dst, 401);
+    post(ini, IBV_WR_SEND, src, SEND_A, num, NULL, 8);
+    const struct ibv_wc wc = poll_one(send_cq, "SEND to the destroyed target QP");
+    CHECK(wc.wr_id == 8 && wc.status != IBV_WC_SUCCESS, "SEND to the destroyed target QP: status %s",
+          ibv_wc_status_str(wc.status));
+    expect_empty(cq, "the SRQ after the SEND to the destroyed target QP");
+
+    CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_srq(srq) == 0, "teardown of the shared pair failed");
+    CHECK(ibv_close_xrcd(theirs) == 0 && ibv_close_xrcd(mine) == 0, "ibv_close_xrcd of the file's domain failed");
+    fclose(file);
+    CHECK(ibv_close_device(ctx2) == 0, "ibv_close_device of the second context failed");
 }
 
 int main(int argc, char **argv) {
@@ -302,6 +387,8 @@ int main(int argc, char **argv) {
     expect_empty(cq_other, "the other domain's SRQ");
     all_zero(dst_other, "the other domain's SRQ buffer");
     all_zero(dst_a, "SRQ A's buffer after the refused SENDs");
+
+    shared_target(send_cq, cq_a, src, dst_a, argv[1]);
 
     CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_qp(tgt) == 0 && ibv_destroy_qp(ini2) == 0 &&
               ibv_destroy_qp(tgt2) == 0,
