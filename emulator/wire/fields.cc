@@ -58,6 +58,9 @@ PacketFields fields_of(const Packet& p) {
     if (const auto* h = p.deth()) {
         f.ext.deth = {h->qkey.get(), h->src_qp.get()};
     }
+    if (const auto* h = p.xrceth()) {
+        f.ext.xrc_srq = h->xrc_srq.get();
+    }
     f.payload = p.payload();
     return f;
 }

@@ -15,6 +15,7 @@
 #include "random_packet.h"
 #include "reference.h"
 #include "wire/build.h"
+#include "wire/fields.h"
 #include "wire/parse.h"
 
 namespace uroce::wire {
@@ -329,6 +330,7 @@ TEST(Parse, XrcEthBuildsAndParses) {
         ASSERT_NE(p.xrceth(), nullptr);
         EXPECT_EQ(p.xrceth()->xrc_srq.get(), 0xABCDEFu);
         EXPECT_EQ(p.xrceth()->reserved, 0);
+        EXPECT_EQ(fields_of(p).ext.xrc_srq, 0xABCDEFu);  // decode, capture and fuzz rebuild from it
         EXPECT_EQ(p.payload().size(), data.size());
         if (opcode == 0xA6) {
             ASSERT_NE(p.reth(), nullptr);
