@@ -176,6 +176,9 @@ bool canonical(const Packet& p) {
     if (const auto* h = p.deth(); h != nullptr && h->reserved != 0) {
         return false;
     }
+    if (const auto* h = p.xrceth(); h != nullptr && h->reserved != 0) {
+        return false;
+    }
     if (p.info().has(Ext::CnpReserved)) {
         const std::size_t off = p.bth_offset() + p.info().offset[static_cast<std::size_t>(Ext::CnpReserved)];
         if (!all_zero(p.frame().subspan(off, sizeof(CnpReserved)))) {
