@@ -384,15 +384,18 @@ class Tcpdump:
         self.out.seek(0)
         return [line for line in self.out.read().splitlines() if re.search(rf"\.{port}: UDP", line)]
 
-    def wait_capturing(self, ns, to_ip):
+    def wait_capturing(self, ns, to_ip, more_than=0):
+        """Sends probes until tcpdump has printed more than `more_than` of
+        them (one probe can be lost, e.g. while the neighbour entry is
+        being resolved again, so each poll sends another)."""
         send = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
                 f"s.sendto(b'probe', ('{to_ip}', {PROBE_PORT}))")
 
         def probed():
             subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", send], capture_output=True, timeout=30)
-            return bool(self.lines(PROBE_PORT)) or self.proc.poll() is not None
+            return len(self.lines(PROBE_PORT)) > more_than or self.proc.poll() is not None
 
-        wait_until(probed, READY_SECONDS, "tcpdump did not capture its probe")
+        wait_until(probed, READY_SECONDS, f"tcpdump did not capture a probe after the first {more_than}")
 
     def stop(self):
         if self.proc.poll() is None:
@@ -423,9 +426,7 @@ class TcpdumpTests(unittest.TestCase):
                                           ["ibv_rc_pingpong", "-d", "uroce_tb", *common, net.ip[0]], port, timeout=60)
                 self.assertTrue(result.ok(), f"{result.summary()}\n{result.describe()}")
                 # tcpdump prints a little after the fact; the probe sent last marks the end.
-                seen = len(dump.lines(PROBE_PORT))
-                dump.wait_capturing(net.ns[0], net.ip[1])
-                wait_until(lambda: len(dump.lines(PROBE_PORT)) > seen, READY_SECONDS, "no second probe")
+                dump.wait_capturing(net.ns[0], net.ip[1], more_than=len(dump.lines(PROBE_PORT)))
             finally:
                 dump.stop()
             return len(dump.lines(ROCE_PORT))
