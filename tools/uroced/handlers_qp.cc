@@ -236,11 +236,7 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
                 return status_only(out, h, 0);  // a handle on a shared XRC target QP closed; others remain
             }
             if (err == 0) {
-                if (datapath_ != nullptr) {
-                    datapath_->on_destroy_qp(qpn);
-                }
-                rings_.remove_qp(qpn);
-                quota_.remove(ObjectKind::Qp, qpn);
+                forget_qp(qpn);  // engine, rings, quota (handlers_xrc.cc)
             }
             return status_only(out, h, err);
         }
