@@ -100,7 +100,8 @@ def check_pingpong(test, result, size, own_ip, peer_ip):
         test.assertTrue(moved and iters, f"{side.role}: no throughput lines\n{detail}")
         test.assertEqual(int(iters.group(1)), ITERS, detail)
         test.assertEqual(int(moved.group(1)), size * ITERS * 2, detail)
-        test.assertGreater(float(moved.group(3)), 0.0, detail)
+        # No assertion on the rate: the program prints it with two decimals,
+        # so 2000 bytes moved in over 3.2 s (a loaded machine) print 0.00.
 
 
 class PingpongTests(unittest.TestCase):
