@@ -178,6 +178,22 @@ class RdmaCm(unittest.TestCase):
         self.assertEqual(run.returncode, 0, why)
         self.assertIn("TIMEWAIT_EXIT on both sides", run.stdout, why)
 
+    def test_af_ib_modes_end_as_on_a_kernel_with_roce(self):
+        # The AF_IB probe succeeds (librdmacm uses the AF_IB command set); a
+        # GID bind is ENODEV and an AF_IB id has no route on RoCE (cma.c).
+        gid = "::ffff:" + IP
+        cases = [(["ucmatose", "-f", "gid", "-b", gid, "-p", "7191"], "bind address failed: No such device"),
+                 (["ucmatose", "-f", "gid", "-s", gid, "-p", "7191"], "resolve route failed: No such device"),
+                 (["udaddy", "-f", "gid", "-s", gid], "resolve route failed: No such device"),
+                 (["ucmatose", "-f", "gid", "-s", "2001:db8:1::9", "-p", "7191"],
+                  "failure getting addr: No such device")]  # no GID of that subnet
+        for argv, sign in cases:
+            with self.subTest(argv=" ".join(argv)):
+                r = subprocess.run(self.daemon.exec_argv(*argv), capture_output=True, text=True, timeout=RUN_SECONDS)
+                out = r.stdout + r.stderr
+                self.assertNotEqual(r.returncode, 0, out)
+                self.assertIn(sign, out)
+
     def test_without_the_preload_the_device_is_missing_not_hanging(self):
         env = dict(os.environ)
         exports = subprocess.run([UROCE, "env", "--state-dir", self.daemon.state], capture_output=True, text=True,
