@@ -322,6 +322,32 @@ static ssize_t ucma_get_event(int fd, uint32_t channel, const struct rdma_ucm_cm
     }
 }
 
+/* SET_OPTION(RDMA_OPTION_IB_PATH) carries n x struct ib_path_rec_data; the
+ * kernel (ucma.c ucma_set_ib_path) takes the first entry whose flags are
+ * exactly GMP | PRIMARY | BIDIRECTIONAL. Only that entry travels (at most
+ * UROCE_CM_OPTION_MAX bytes); none (no such entry, or a length that is not
+ * a whole number of entries) makes the daemon answer EINVAL. */
+_Static_assert(sizeof(struct ib_path_rec_data) <= UROCE_CM_OPTION_MAX, "one path entry travels");
+
+static uint16_t primary_path_entry(const struct rdma_ucm_set_option *opt, uint8_t *out)
+{
+    const uint32_t flags = IB_PATH_GMP | IB_PATH_PRIMARY | IB_PATH_BIDIRECTIONAL;
+    const size_t entry = sizeof(struct ib_path_rec_data);
+    if (opt->optlen == 0 || opt->optlen % entry != 0) {
+        return 0;
+    }
+    const uint8_t *records = (const uint8_t *)(uintptr_t)opt->optval;
+    for (size_t at = 0; at < opt->optlen; at += entry) {
+        struct ib_path_rec_data rec;
+        memcpy(&rec, records + at, entry);
+        if (rec.flags == flags) {
+            memcpy(out, &rec, entry);
+            return (uint16_t)entry;
+        }
+    }
+    return 0;
+}
+
 static ssize_t ucma_write(int fd, uint32_t channel, const void *buf, size_t len) {
     struct rdma_ucm_cmd_hdr hdr;
     /* ucma_write's checks, before anything reaches the daemon. */
@@ -349,15 +375,17 @@ static ssize_t ucma_write(int fd, uint32_t channel, const void *buf, size_t len)
     if (hdr.cmd == RDMA_USER_CM_CMD_SET_OPTION && body_len >= sizeof(struct rdma_ucm_set_option)) {
         struct rdma_ucm_set_option opt;
         memcpy(&opt, body, sizeof opt);
-        const uint32_t n = opt.optlen < UROCE_CM_OPTION_MAX ? opt.optlen : UROCE_CM_OPTION_MAX;
-        if (n != 0) {
-            if (opt.optval == 0) {
-                errno = EFAULT;
-                return -1;
-            }
-            memcpy(req.option, (const void *)(uintptr_t)opt.optval, n);
+        if (opt.optlen != 0 && opt.optval == 0) {
+            errno = EFAULT;
+            return -1;
         }
-        req.option_length = (uint16_t)n;
+        if (opt.level == RDMA_OPTION_IB && opt.optname == RDMA_OPTION_IB_PATH) {
+            req.option_length = primary_path_entry(&opt, req.option);
+        } else {
+            const uint32_t n = opt.optlen < UROCE_CM_OPTION_MAX ? opt.optlen : UROCE_CM_OPTION_MAX;
+            memcpy(req.option, (const void *)(uintptr_t)opt.optval, n);
+            req.option_length = (uint16_t)n;
+        }
     }
     if (hdr.cmd == RDMA_USER_CM_CMD_MIGRATE_ID && body_len >= sizeof(struct rdma_ucm_migrate_id)) {
         /* The old channel by its fd number (ucma.c: not an fd: ENOENT,

@@ -862,12 +862,14 @@ enum uroce_ctrl_cm_op {
     UROCE_CTRL_CM_GET_EVENT = 42,
 };
 #define UROCE_CM_COMMAND_MAX 312u  /* ucma header (8) + the largest body (ACCEPT with ECE, 296) and spare */
-#define UROCE_CM_OPTION_MAX 64u    /* SET_OPTION values at level RDMA_OPTION_ID are at most 4 bytes */
+#define UROCE_CM_OPTION_MAX 72u    /* level RDMA_OPTION_ID: at most 4 bytes; IB_PATH: one ib_path_rec_data */
 #define UROCE_CM_ANSWER_MAX 440u   /* QUERY(PATH) with 6 path records */
 #define UROCE_CM_EVENT_BYTES 336u  /* struct rdma_ucm_event_resp */
 
 /* CM_COMMAND: the bytes the program wrote (at most UROCE_CM_COMMAND_MAX),
- * and for SET_OPTION the value its optval pointed to. MIGRATE_ID's fd field
+ * and for SET_OPTION the value its optval pointed to (for RDMA_OPTION_IB_PATH
+ * only the entry the kernel takes: the first whose flags are GMP | PRIMARY |
+ * BIDIRECTIONAL, or nothing when there is none). MIGRATE_ID's fd field
  * carries the old channel's handle instead of its fd number. The reply's
  * status is the command's errno (0: write() returns its length) and answer
  * holds `answer_length` bytes for the command's response pointer. */
@@ -935,7 +937,7 @@ static_assert(sizeof(struct uroce_ctrl_fault_seed) == 32, "fault seed layout");
 static_assert(sizeof(struct uroce_ctrl_fault_totals_reply) == 104, "fault totals layout");
 static_assert(sizeof(struct uroce_ctrl_mr_entry) == 40, "mr entry layout");
 static_assert(sizeof(struct uroce_ctrl_list_mrs_reply) == 352, "list mrs reply layout");
-static_assert(sizeof(struct uroce_ctrl_cm_command) == 408, "cm command layout");
+static_assert(sizeof(struct uroce_ctrl_cm_command) == 416, "cm command layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) == 472, "cm answer layout");
 static_assert(sizeof(struct uroce_ctrl_cm_event) == 360, "cm event layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");

@@ -197,7 +197,7 @@ void ConnectionManager::enter_timewait(Connection& c) {
     cancel_outstanding(c);
     c.state = CmState::Timewait;
     // The remote keys stay held: a REQ reusing them is stale (12.9.8.3).
-    set_deadline(c, clock_.now() + timewait_duration(c.packet_life_time));
+    set_deadline(c, clock_.now() + iba_time_to_ms(c.path_timeout));
 }
 
 void ConnectionManager::reset_to_idle(Connection& c) {
@@ -318,6 +318,7 @@ std::optional<CommId> ConnectionManager::connect(const PeerAddress& peer, const 
     c.tid = make_tid(config_.tid_high, *id);
     c.max_cm_retries = params.max_cm_retries;
     c.packet_life_time = params.path.packet_life_time;
+    c.path_timeout = static_cast<std::uint8_t>(params.path.packet_life_time + 1);
     c.response_timeout = req_timeout(params.path.packet_life_time, params.remote_cm_response_timeout);
     c.state = CmState::ReqSent;
     ConnectParams p = params;
@@ -593,6 +594,7 @@ void ConnectionManager::on_req(const PeerAddress& from, const MadHeader& h, cons
     c.response_timeout = iba_time_to_ms(m.local_cm_response_timeout);
     // The path's packet lifetime is the REQ's local ACK timeout less one.
     c.packet_life_time = static_cast<std::uint8_t>(m.primary.local_ack_timeout > 0 ? m.primary.local_ack_timeout - 1 : 0);
+    c.path_timeout = static_cast<std::uint8_t>(c.packet_life_time + 1);
     c.state = CmState::ReqRcvd;
     hold_remote_keys(c);
     const Verdict v = deliver(CmEventType::ReqReceived, c, m);
@@ -665,6 +667,7 @@ void ConnectionManager::on_rep(const MadHeader& h, const RepMsg& m) {
     c->remote_id = m.local_comm_id;
     c->remote_ca_guid = m.local_ca_guid;
     c->remote_qpn = m.local_qpn;
+    c->path_timeout = local_ack_timeout(m.target_ack_delay, static_cast<std::uint8_t>(c->path_timeout - 1));
     c->state = CmState::RepRcvd;
     hold_remote_keys(*c);
     const CommId id = c->local_id;

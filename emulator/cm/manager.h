@@ -155,6 +155,11 @@ private:
         Millis response_timeout{};       // how long to wait for an answer to our REQ/REP/DREQ
         std::uint8_t max_cm_retries = kMaxCmRetries;
         std::uint8_t packet_life_time = 18;
+        // The path's timeout (cm.c av.timeout, 4.096 us * 2^n), which timewait
+        // lasts: the packet lifetime plus one, on the active side raised by the
+        // REP's target ACK delay (cm_rep_handler), on the passive side the
+        // REQ's local ACK timeout.
+        std::uint8_t path_timeout = 19;
         std::optional<Outstanding> outstanding;
         std::optional<MadBytes> last_answer;  // RTU or DREP, resent on a duplicate REP/DREQ
         std::optional<CmTime> deadline;

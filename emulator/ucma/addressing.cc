@@ -96,9 +96,7 @@ int UcmaDevice::take_port(CmId& id, Endpoint& e) {
 
 int UcmaDevice::bind_endpoint(CmId& id, Endpoint e) {
     if (e.family == Family::Ib) {
-        // AF_IB: the device is RoCE only. Refusing the probe makes librdmacm
-        // use the legacy command set (docs/rdmacm-device.md).
-        return EAFNOSUPPORT;
+        return bind_ib(id, e);
     }
     if (e.family != Family::Ipv4 && e.family != Family::Ipv6) {
         return EAFNOSUPPORT;
@@ -131,8 +129,11 @@ int UcmaDevice::bind_endpoint(CmId& id, Endpoint e) {
 }
 
 int UcmaDevice::start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint dst) {
+    if (dst.family == Family::Ib) {
+        return start_resolve_ib(id, src, dst);
+    }
     if (dst.family != Family::Ipv4 && dst.family != Family::Ipv6) {
-        return dst.family == Family::Ib ? EAFNOSUPPORT : EINVAL;
+        return EINVAL;
     }
     if (id.state == IdState::Idle) {
         // rdma_resolve_addr binds first: to the given source, else to the
@@ -177,6 +178,9 @@ int UcmaDevice::start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint ds
 }
 
 PathInfo UcmaDevice::path_for(const CmId& id) const {
+    if (id.given_path) {
+        return *id.given_path;  // SET_OPTION IB_PATH: the program's record as it is
+    }
     PathInfo p;
     p.sgid = id.source.ip;
     p.dgid = id.destination.ip;
@@ -190,9 +194,15 @@ PathInfo UcmaDevice::path_for(const CmId& id) const {
     return p;
 }
 
+bool UcmaDevice::route_resolved(const CmId& id) const {
+    return id.bound_to_device && id.state >= IdState::RouteResolved && id.state != IdState::Listen;
+}
+
+PathInfo UcmaDevice::route_of(const CmId& id) const { return id.phase != CmPhase::None ? id.conn.path : path_for(id); }
+
 void UcmaDevice::fill_route(const CmId& id, ib_user_path_rec& rec, bool resolved) const {
     rec = ib_user_path_rec{};
-    const PathInfo p = id.phase != CmPhase::None ? id.conn.path : path_for(id);
+    const PathInfo p = route_of(id);
     std::memcpy(rec.sgid, p.sgid.data(), 16);
     std::memcpy(rec.dgid, p.dgid.data(), 16);
     rec.pkey = htons(0xFFFF);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "ucma/connection_manager.h"
 #include "ucma/endpoint.h"
@@ -99,6 +100,11 @@ struct CmId {
     std::int32_t backlog = 0;    // listeners: CONNECT_REQUESTs it may still take
     IdOptions options;
     ConnectionState conn;
+    // DISCONNECTED was queued (DREQ or DREP received, DREQ timed out): cma.c's
+    // state RDMA_CM_DISCONNECT, the only one TIMEWAIT_EXIT is reported in.
+    bool disconnect_reported = false;
+    // SET_OPTION IB_PATH: the program's path record replaces route resolution.
+    std::optional<PathInfo> given_path;
 };
 
 }  // namespace uroce::ucma

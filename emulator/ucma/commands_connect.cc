@@ -405,6 +405,7 @@ void UcmaDevice::on_disconnect_request(ConnectionId handle) {
         return;
     }
     id->state = IdState::Disconnected;
+    id->disconnect_reported = true;
     queue_event(*id, RDMA_CM_EVENT_DISCONNECTED, 0, id->handle);
 }
 
@@ -415,6 +416,7 @@ void UcmaDevice::on_disconnect_reply(ConnectionId handle) {
     }
     id->phase = CmPhase::Timewait;
     id->state = IdState::Disconnected;
+    id->disconnect_reported = true;
     queue_event(*id, RDMA_CM_EVENT_DISCONNECTED, 0, id->handle);
 }
 
@@ -426,7 +428,18 @@ void UcmaDevice::on_unreachable(ConnectionId handle, int status) {
     const bool was_connected = id->phase == CmPhase::Established || id->phase == CmPhase::DreqSent;
     id->phase = CmPhase::Timewait;
     id->state = IdState::Disconnected;
+    id->disconnect_reported = was_connected;
     queue_event(*id, was_connected ? RDMA_CM_EVENT_DISCONNECTED : RDMA_CM_EVENT_UNREACHABLE, status, id->handle);
+}
+
+void UcmaDevice::on_timewait_exit(ConnectionId handle) {
+    // cma.c cma_ib_handler: IB_CM_TIMEWAIT_EXIT reaches the program only in
+    // RDMA_CM_DISCONNECT (a rejected or unreachable id stays in CONNECT).
+    const CmId* id = find_any(handle);
+    if (id == nullptr || !id->disconnect_reported) {
+        return;
+    }
+    queue_event(*id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, id->handle);
 }
 
 }  // namespace uroce::ucma

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ucma/path_record.h"
 #include "ucma/ucma_device.h"
 
 namespace uroce::ucma {
@@ -78,8 +79,10 @@ int UcmaDevice::bind_ip(ChannelId ch, const std::uint8_t* body) {
     if (id == nullptr) {
         return err;
     }
+    // ucma_bind_ip: an address that does not fit sockaddr_in6 (AF_IB) or
+    // an unknown family has no size: EINVAL.
     const auto e = read_sockaddr(&cmd.addr, sizeof(cmd.addr));
-    return e ? bind_endpoint(*id, *e) : EAFNOSUPPORT;
+    return e ? bind_endpoint(*id, *e) : EINVAL;
 }
 
 int UcmaDevice::bind(ChannelId ch, const std::uint8_t* body) {
@@ -142,6 +145,9 @@ int UcmaDevice::resolve_route(ChannelId ch, const std::uint8_t* body) {
     if (id->state != IdState::AddrResolved) {
         return EINVAL;
     }
+    if (id->source.family == Family::Ib) {
+        return ENODEV;  // cma_resolve_iboe_route: an AF_IB id has no bound netdev
+    }
     id->state = IdState::RouteResolved;
     queue_event(*id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, id->handle);
     return 0;
@@ -180,10 +186,11 @@ int UcmaDevice::query(ChannelId ch, const std::uint8_t* body, std::uint16_t out,
     if (id == nullptr) {
         return err;
     }
-    if (cmd.option != RDMA_USER_CM_QUERY_ADDR) {
-        // PATH and GID answer in AF_IB terms; librdmacm asks them only after
-        // an AF_IB bind, which this device refuses.
-        return ENOSYS;
+    switch (cmd.option) {
+        case RDMA_USER_CM_QUERY_ADDR: break;
+        case RDMA_USER_CM_QUERY_GID: return query_gid(*id, out, r);
+        case RDMA_USER_CM_QUERY_PATH: return query_path(*id, out, r);
+        default: return ENOSYS;
     }
     if (out < sizeof(rdma_ucm_query_addr_resp)) {
         return ENOSPC;
@@ -192,10 +199,7 @@ int UcmaDevice::query(ChannelId ch, const std::uint8_t* body, std::uint16_t out,
     resp.src_size = static_cast<std::uint16_t>(write_sockaddr(id->source, &resp.src_addr, sizeof(resp.src_addr)));
     resp.dst_size =
         static_cast<std::uint16_t>(write_sockaddr(id->destination, &resp.dst_addr, sizeof(resp.dst_addr)));
-    if (id->bound_to_device) {
-        resp.node_guid = htobe64(device_.node_guid);
-        resp.port_num = 1;
-    }
+    fill_device_addr(*id, resp);
     answer(r, resp, out);
     return 0;
 }
@@ -207,6 +211,9 @@ int UcmaDevice::set_option(ChannelId ch, const std::uint8_t* body, std::span<con
     if (id == nullptr) {
         return err;
     }
+    if (cmd.level == RDMA_OPTION_IB) {
+        return cmd.optname == RDMA_OPTION_IB_PATH ? set_ib_path(*id, option) : ENOSYS;
+    }
     if (option.size() < cmd.optlen) {
         return EINVAL;  // larger than any ID-level option: the value did not travel whole
     }
@@ -215,10 +222,6 @@ int UcmaDevice::set_option(ChannelId ch, const std::uint8_t* body, std::span<con
         std::memcpy(&v, option.data(), sizeof(v));
         return v;
     };
-    if (cmd.level == RDMA_OPTION_IB) {
-        // IB_PATH (a path record from ibacm): not emulated (docs/rdmacm-device.md).
-        return cmd.optname == RDMA_OPTION_IB_PATH ? ENOSYS : ENOSYS;
-    }
     if (cmd.level != RDMA_OPTION_ID) {
         return ENOSYS;
     }
@@ -256,6 +259,26 @@ int UcmaDevice::set_option(ChannelId ch, const std::uint8_t* body, std::span<con
         default:
             return ENOSYS;
     }
+}
+
+int UcmaDevice::set_ib_path(CmId& id, std::span<const std::uint8_t> records) {
+    // ucma.c ucma_set_ib_path + cma.c rdma_set_ib_path. The preload sends
+    // only the record the kernel would take (the first GMP | PRIMARY |
+    // BIDIRECTIONAL one), nothing when the value has none or is not made of
+    // whole 72-byte entries: EINVAL, as for an id without a device or not
+    // in ADDR_RESOLVED.
+    const auto path = primary_path_of(records);
+    if (!path || !id.bound_to_device || id.state != IdState::AddrResolved) {
+        return EINVAL;
+    }
+    if (id.source.family == Family::Ib) {
+        return ENODEV;  // cma_iboe_set_path_rec_l2_fields: no bound netdev
+    }
+    id.given_path = *path;
+    id.state = IdState::RouteResolved;
+    // The event is queued at once (ucma_set_ib_path calls ucma_event_handler).
+    queue_event(id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, id.handle);
+    return 0;
 }
 
 int UcmaDevice::migrate_id(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r) {

@@ -128,6 +128,9 @@ public:
     virtual void on_disconnect_reply(ConnectionId id) = 0;    // DREP
     // The peer never answered (retries exhausted): status is a negative errno.
     virtual void on_unreachable(ConnectionId id, int status) = 0;
+    // The connection's timewait ended (cm.c cm_timewait_handler,
+    // IB_CM_TIMEWAIT_EXIT); only for an id not released before.
+    virtual void on_timewait_exit(ConnectionId id) = 0;
 };
 
 class ConnectionManager {

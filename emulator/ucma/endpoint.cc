@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <endian.h>
+
 #include <cstring>
 
 namespace uroce::ucma {
@@ -11,6 +13,19 @@ namespace {
 
 // AF_IB (linux/socket.h): not in every libc's headers.
 constexpr sa_family_t kAfIb = 27;
+
+// struct sockaddr_ib (rdma/ib.h, librdmacm's infiniband/ib.h), 48 bytes;
+// every multi-byte field big-endian but the family and the scope.
+struct SockaddrIb {
+    std::uint16_t family;
+    std::uint16_t pkey;
+    std::uint32_t flowinfo;
+    std::uint8_t addr[16];
+    std::uint64_t sid;
+    std::uint64_t sid_mask;
+    std::uint64_t scope_id;
+};
+static_assert(sizeof(SockaddrIb) == 48);
 
 bool all_zero(const wire::Gid& g, std::size_t from, std::size_t to) {
     for (std::size_t i = from; i < to; ++i) {
@@ -34,7 +49,7 @@ bool Endpoint::is_loopback() const {
     if (family == Family::Ipv4) {
         return ip[12] == 127;
     }
-    return family == Family::Ipv6 && all_zero(ip, 0, 15) && ip[15] == 1;
+    return (family == Family::Ipv6 || family == Family::Ib) && all_zero(ip, 0, 15) && ip[15] == 1;
 }
 
 bool Endpoint::is_multicast() const {
@@ -72,8 +87,16 @@ std::optional<Endpoint> read_sockaddr(const void* bytes, std::size_t size) {
         e.scope_id = sin6.sin6_scope_id;
         return e;
     }
-    if (family == kAfIb) {
+    if (family == kAfIb && size >= sizeof(SockaddrIb)) {
+        SockaddrIb sib{};
+        std::memcpy(&sib, bytes, sizeof(sib));
         e.family = Family::Ib;
+        std::memcpy(e.ip.data(), sib.addr, 16);
+        e.pkey = ntohs(sib.pkey);
+        e.service_id = be64toh(sib.sid);
+        e.service_id_mask = be64toh(sib.sid_mask);
+        e.port = static_cast<std::uint16_t>(e.service_id & e.service_id_mask);  // cma.c cma_port
+        e.scope_id = static_cast<std::uint32_t>(sib.scope_id);
         return e;
     }
     return std::nullopt;
@@ -97,6 +120,17 @@ std::size_t write_sockaddr(const Endpoint& e, void* out, std::size_t slot) {
         std::memcpy(&sin6.sin6_addr, e.ip.data(), 16);
         std::memcpy(out, &sin6, sizeof(sin6));
         return sizeof(sin6);
+    }
+    if (e.family == Family::Ib && slot >= sizeof(SockaddrIb)) {
+        SockaddrIb sib{};
+        sib.family = kAfIb;
+        sib.pkey = htons(e.pkey);
+        std::memcpy(sib.addr, e.ip.data(), 16);
+        sib.sid = htobe64(e.service_id);
+        sib.sid_mask = htobe64(e.service_id_mask);
+        sib.scope_id = e.scope_id;
+        std::memcpy(out, &sib, sizeof(sib));
+        return sizeof(sib);
     }
     return 0;
 }

@@ -1,6 +1,10 @@
 #include "ucma/loopback_cm.h"
 
+#include <algorithm>
 #include <cerrno>
+
+#include "cm/format.h"
+#include "cm/timers.h"
 
 namespace uroce::ucma {
 
@@ -24,6 +28,11 @@ void LoopbackConnectionManager::deliver_request(ConnectionId active, const Conne
     if (const auto* accepted = std::get_if<Accepted>(&verdict)) {
         peer_[active] = accepted->passive;
         peer_[accepted->passive] = active;
+        // Both sides' path timeout is the REQ's local ACK timeout (cm.c
+        // cm_format_req; the active side's REP handling arrives at the same).
+        const std::uint8_t timeout = cm::local_ack_timeout(cm::kRxeAckDelay, req.path.packet_life_time);
+        path_timeout_[active] = timeout;
+        path_timeout_[accepted->passive] = timeout;
     } else if (const auto* refused = std::get_if<Refused>(&verdict)) {
         if (sidr) {
             SidrReply rep;  // no listener: SIDR status 1, "service ID not supported"
@@ -69,13 +78,32 @@ void LoopbackConnectionManager::send_disconnect_request(ConnectionId id) {
 }
 
 void LoopbackConnectionManager::send_disconnect_reply(ConnectionId id) {
-    to_peer(id, [this](ConnectionId peer) { sink_->on_disconnect_reply(peer); });
+    enter_timewait(id);
+    to_peer(id, [this](ConnectionId peer) {
+        enter_timewait(peer);
+        sink_->on_disconnect_reply(peer);
+    });
+}
+
+void LoopbackConnectionManager::enter_timewait(ConnectionId id) {
+    const auto timeout = path_timeout_.find(id);
+    if (timeout == path_timeout_.end()) {
+        return;  // never paired: no connection to wait for
+    }
+    forget_timewait(id);
+    timewait_ends_.emplace(std::chrono::steady_clock::now() + cm::iba_time_to_ms(timeout->second), id);
+}
+
+void LoopbackConnectionManager::forget_timewait(ConnectionId id) {
+    std::erase_if(timewait_ends_, [id](const auto& entry) { return entry.second == id; });
 }
 
 void LoopbackConnectionManager::release(ConnectionId id) {
     // Messages already queued from `id` still reach its peer (they are "on
     // the wire"); nothing reaches `id` any more.
     pending_.emplace_back([this, id] {
+        path_timeout_.erase(id);
+        forget_timewait(id);
         const auto it = peer_.find(id);
         if (it == peer_.end()) {
             return;
@@ -88,13 +116,18 @@ void LoopbackConnectionManager::release(ConnectionId id) {
     });
 }
 
-void LoopbackConnectionManager::poll(std::chrono::steady_clock::time_point /*now*/) {
+void LoopbackConnectionManager::poll(std::chrono::steady_clock::time_point now) {
     // A delivery may queue more (a REQ refused queues nothing, but the
     // device answering may send): run until quiet, in order.
     while (!pending_.empty()) {
         auto next = std::move(pending_.front());
         pending_.pop_front();
         next();
+    }
+    while (!timewait_ends_.empty() && timewait_ends_.begin()->first <= now) {
+        const ConnectionId id = timewait_ends_.begin()->second;
+        timewait_ends_.erase(timewait_ends_.begin());
+        sink_->on_timewait_exit(id);
     }
 }
 

@@ -108,4 +108,8 @@ void RoutingConnectionManager::Upcalls::on_unreachable(ConnectionId id, int stat
     router_.sink_->on_unreachable(id, status);
 }
 
+void RoutingConnectionManager::Upcalls::on_timewait_exit(ConnectionId id) {
+    router_.sink_->on_timewait_exit(id);
+}
+
 }  // namespace uroce::ucma

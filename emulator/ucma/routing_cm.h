@@ -47,6 +47,7 @@ private:
         void on_disconnect_request(ConnectionId id) override;
         void on_disconnect_reply(ConnectionId id) override;
         void on_unreachable(ConnectionId id, int status) override;
+        void on_timewait_exit(ConnectionId id) override;
 
     private:
         RequestVerdict note(RequestVerdict v);

@@ -93,6 +93,7 @@ public:
     void on_disconnect_request(ConnectionId id) override;
     void on_disconnect_reply(ConnectionId id) override;
     void on_unreachable(ConnectionId id, int status) override;
+    void on_timewait_exit(ConnectionId id) override;
 
 private:
     struct QueuedEvent {
@@ -136,6 +137,7 @@ private:
     int disconnect(ChannelId ch, const std::uint8_t* body);
     int init_qp_attr(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
     int set_option(ChannelId ch, const std::uint8_t* body, std::span<const std::uint8_t> option);
+    int set_ib_path(CmId& id, std::span<const std::uint8_t> records);
     int notify(ChannelId ch, const std::uint8_t* body);
     int migrate_id(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
     int join_ip_multicast(ChannelId ch, const std::uint8_t* body, std::uint16_t out, CommandResult& r);
@@ -189,6 +191,16 @@ private:
     [[nodiscard]] PathInfo path_for(const CmId& id) const;
     void fill_route(const CmId& id, ib_user_path_rec& rec, bool resolved) const;
     int start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint dst);
+    // AF_IB (addressing_ib.cc).
+    int bind_ib(CmId& id, Endpoint e);
+    int start_resolve_ib(CmId& id, std::optional<Endpoint> src, Endpoint dst);
+    [[nodiscard]] std::optional<wire::Gid> ib_source_for(const Endpoint& dst) const;
+    // QUERY's GID and PATH answers (commands_query.cc).
+    int query_gid(const CmId& id, std::uint16_t out, CommandResult& r) const;
+    int query_path(const CmId& id, std::uint16_t out, CommandResult& r) const;
+    void fill_device_addr(const CmId& id, rdma_ucm_query_addr_resp& resp) const;
+    [[nodiscard]] bool route_resolved(const CmId& id) const;
+    [[nodiscard]] PathInfo route_of(const CmId& id) const;
 
     DeviceView device_;
     ConnectionManager& cm_;

@@ -403,7 +403,7 @@ cm::Verdict WireConnectionManager::on_cm_event(const cm::CmEvent& event) {
     case T::ReqError:
     case T::RepError:
     case T::SidrReqError: sink_->on_unreachable(*id, -ETIMEDOUT); break;
-    case T::TimewaitExit:
+    case T::TimewaitExit: sink_->on_timewait_exit(*id); break;
     case T::ReqReceived:
     case T::SidrReqReceived: break;
     }

@@ -621,6 +621,7 @@ void ControlServer::poll_pools(std::chrono::steady_clock::time_point now) {
     for (auto& [handle, p] : pools_) {
         p.pool->poll(now);
     }
+    ucma_.poll();  // the rdma_cm ids' timers between commands (loopback timewait)
 }
 
 void ControlServer::shutdown_clients() {

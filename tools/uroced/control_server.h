@@ -67,7 +67,7 @@ public:
     // The loop's stall counters, for LOOP_STALLS (nullptr: ENOTSUP).
     void set_loop_stalls(const LoopStallCounters* counters) { loop_stalls_ = counters; }
 
-    // Runs the relaxed-MR pools' invalidation timers.
+    // Runs the relaxed-MR pools' invalidation timers and the rdma_cm ids' timers.
     void poll_pools(std::chrono::steady_clock::time_point now);
 
     // Ends the connections whose client's address space has ended (its

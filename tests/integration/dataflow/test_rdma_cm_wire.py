@@ -228,6 +228,30 @@ class RdmaCmOverTheWire(unittest.TestCase):
         self.assertIn("UNREACHABLE, error: 1\n", out)
         self.assertLess(time.monotonic() - start, REJECT_SECONDS, out)
 
+    def test_af_ib_modes_end_as_on_a_kernel_with_roce(self):
+        # librdmacm's AF_IB probe succeeds, as on Linux with a RoCE device, so
+        # `-f gid` addresses reach the device; there an AF_IB id binds only
+        # the wildcard (a GID: ENODEV) and resolves its address but never a
+        # route (no bound netdev: ENODEV), at once. Without AF_IB support
+        # librdmacm itself refused them with EINVAL.
+        gid = "::ffff:" + self.server_ip()
+        cases = [
+            (self.topo.server, ["ucmatose", "-f", "gid", "-b", gid, "-p", "7186"],
+             "bind address failed: No such device"),
+            (self.topo.client, ["ucmatose", "-f", "gid", "-s", gid, "-p", "7186"],
+             "resolve route failed: No such device"),
+            (self.topo.client, ["udaddy", "-f", "gid", "-s", gid], "resolve route failed: No such device"),
+            (self.topo.client, ["rstream", "-f", "gid", "-s", gid, "-S", "64", "-C", "10"], "rconnect: No such device"),
+        ]
+        for side, argv, sign in cases:
+            with self.subTest(argv=" ".join(argv)):
+                start = time.monotonic()
+                r = subprocess.run(side.daemon.exec_argv(*argv), capture_output=True, text=True, timeout=RUN_SECONDS)
+                out = r.stdout + r.stderr
+                self.assertNotEqual(r.returncode, 0, out)
+                self.assertIn(sign, out)
+                self.assertLess(time.monotonic() - start, REJECT_SECONDS, out)
+
     def test_capture_holds_the_cm_exchange(self):
         # A capture on a port's interface sees the port's own frames too (the
         # daemon's af_packet port goes through the qdisc, docs/daemon.md):

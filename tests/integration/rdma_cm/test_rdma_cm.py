@@ -8,7 +8,7 @@ and rstream (rsockets, non-blocking channels, every size) run through
 `uroce exec` and exit 0; and a program started without the preload library
 fails at once with a clear error instead of hanging.
 
-usage: test_rdma_cm.py UROCED UROCE
+usage: test_rdma_cm.py UROCED UROCE [CM_CHECK]
 Exit 77 (skipped) when not root (uroced makes its device node) or when
 rdmacm-utils or perftest is not installed.
 """
@@ -31,9 +31,10 @@ from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
 
 # abi/control.h CM_* (ops 40-42) and their fixed sizes.
 CM_OPEN_CHANNEL, CM_COMMAND, CM_GET_EVENT = 40, 41, 42
-CM_COMMAND_MAX, CM_OPTION_MAX = 312, 64
+CM_COMMAND_MAX, CM_OPTION_MAX = 312, 72
 
 UROCED = UROCE = None
+CM_CHECK = None  # cm_check.c: IB_PATH and TIMEWAIT_EXIT through stock librdmacm (built with librdmacm-dev)
 IP = "192.0.2.1"
 IP6 = "2001:db8::1"
 # A connection attempt is retried until the server listens (a REQ nobody
@@ -168,6 +169,31 @@ class RdmaCm(unittest.TestCase):
         print(f"cmtime: 100 connections in {total_ms:.1f} ms ({100000 / max(total_ms, 0.001):.0f} connects/s)",
               file=sys.stderr)
 
+    def test_ib_path_option_and_timewait_exit(self):
+        if CM_CHECK is None:
+            self.skipTest("cm_check not built (librdmacm-dev missing)")
+        run = subprocess.run(self.daemon.exec_argv(CM_CHECK, IP, "7190"), capture_output=True, text=True,
+                             timeout=RUN_SECONDS)
+        why = f"{run.stdout}{run.stderr}\ndaemon:\n{tail(self.daemon.log_text())}"
+        self.assertEqual(run.returncode, 0, why)
+        self.assertIn("TIMEWAIT_EXIT on both sides", run.stdout, why)
+
+    def test_af_ib_modes_end_as_on_a_kernel_with_roce(self):
+        # The AF_IB probe succeeds (librdmacm uses the AF_IB command set); a
+        # GID bind is ENODEV and an AF_IB id has no route on RoCE (cma.c).
+        gid = "::ffff:" + IP
+        cases = [(["ucmatose", "-f", "gid", "-b", gid, "-p", "7191"], "bind address failed: No such device"),
+                 (["ucmatose", "-f", "gid", "-s", gid, "-p", "7191"], "resolve route failed: No such device"),
+                 (["udaddy", "-f", "gid", "-s", gid], "resolve route failed: No such device"),
+                 (["ucmatose", "-f", "gid", "-s", "2001:db8:1::9", "-p", "7191"],
+                  "failure getting addr: No such device")]  # no GID of that subnet
+        for argv, sign in cases:
+            with self.subTest(argv=" ".join(argv)):
+                r = subprocess.run(self.daemon.exec_argv(*argv), capture_output=True, text=True, timeout=RUN_SECONDS)
+                out = r.stdout + r.stderr
+                self.assertNotEqual(r.returncode, 0, out)
+                self.assertIn(sign, out)
+
     def test_without_the_preload_the_device_is_missing_not_hanging(self):
         env = dict(os.environ)
         exports = subprocess.run([UROCE, "env", "--state-dir", self.daemon.state], capture_output=True, text=True,
@@ -269,11 +295,12 @@ class CmControl(unittest.TestCase):
 
 
 def main():
-    global UROCED, UROCE
+    global UROCED, UROCE, CM_CHECK
     if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
     UROCED, UROCE = sys.argv[1], sys.argv[2]
+    CM_CHECK = sys.argv[3] if len(sys.argv) > 3 else None
     if os.geteuid() != 0:
         print("SKIP: needs root (uroced makes /dev/infiniband/uverbs_<name>)")
         return SKIP

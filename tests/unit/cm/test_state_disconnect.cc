@@ -46,6 +46,36 @@ TEST(CmDisconnect, ActiveSideDisconnectsThenTimewaitEnds) {
     EXPECT_FALSE(p.a.next_deadline().has_value());
 }
 
+TEST(CmDisconnect, TimewaitLastsThePathTimeoutTheRepRaised) {
+    // A short packet lifetime (rdma_cm's ACK_TIMEOUT option 8: lifetime 7)
+    // makes the REQ's local ACK timeout 15 (the CA's ACK delay); the passive
+    // side's path timeout is that, and the active side's is raised to it by
+    // the REP's target ACK delay (cm.c cm_rep_handler): both wait 2^(15-8) ms.
+    CmPair p;
+    p.b.listen(kSid, kListenerContext);
+    ConnectParams params = p.connect_params();
+    params.path.packet_life_time = 7;
+    const auto ida = p.a.connect(PeerAddress{kIpA, kIpB}, params);
+    ASSERT_TRUE(ida.has_value());
+    p.pump();
+    const CommId idb = p.passive_id();
+    ASSERT_EQ(p.b.accept(idb, CmPair::accept_params()), CallStatus::Ok);
+    p.pump();
+    ASSERT_EQ(p.a.confirm(*ida), CallStatus::Ok);
+    p.pump();
+    ASSERT_EQ(p.a.disconnect(*ida), CallStatus::Ok);
+    p.pump();
+    ASSERT_EQ(p.b.disconnect(idb), CallStatus::Ok);
+    p.pump();
+    ASSERT_EQ(p.a.state(*ida), CmState::Timewait);
+    p.advance(Millis(127));
+    EXPECT_EQ(p.a_ev.count(CmEventType::TimewaitExit), 0u);
+    EXPECT_EQ(p.b_ev.count(CmEventType::TimewaitExit), 0u);
+    p.advance(Millis(1));
+    EXPECT_EQ(p.a_ev.count(CmEventType::TimewaitExit), 1u);
+    EXPECT_EQ(p.b_ev.count(CmEventType::TimewaitExit), 1u);
+}
+
 TEST(CmDisconnect, PassiveSideDisconnects) {
     CmPair p;
     const auto [ida, idb] = p.establish();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <cstring>
 
 #include "ucma_driver.h"
 
@@ -63,8 +64,10 @@ TEST(UcmaCommands, BindRefusesForeignAddressesAndAfIb) {
     rdma_ucm_bind ib{};
     ib.id = h;
     ib.addr_size = 48;
-    ib.addr.ss_family = 27;  // AF_IB: refused, so librdmacm takes the legacy commands
-    EXPECT_EQ(d.command(c, RDMA_USER_CM_CMD_BIND, ib, 0).error, EAFNOSUPPORT);
+    ib.addr.ss_family = 27;  // AF_IB with this device's GID: no IB port on a RoCE device
+    const std::uint8_t own_gid[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 192, 0, 2, 1};
+    std::memcpy(reinterpret_cast<std::uint8_t*>(&ib.addr) + 8, own_gid, 16);
+    EXPECT_EQ(d.command(c, RDMA_USER_CM_CMD_BIND, ib, 0).error, ENODEV);
     EXPECT_EQ(d.bind_ip(c, h, "192.0.2.1", 7174), 0);
     EXPECT_EQ(d.bind_ip(c, h, "192.0.2.1", 7175), EINVAL);  // already bound
     std::uint32_t other = 0;
