@@ -46,6 +46,13 @@ struct QueueLimits {
 // handles say who may use it.
 inline constexpr std::uint32_t kNoClient = 0;
 
+// One client's handle on a shared (XRC target) QP: who holds it and the
+// user pointer its async events carry.
+struct SharedQpHandle {
+    std::uint32_t owner = 0;
+    std::uint64_t cookie = 0;
+};
+
 struct Created {
     int error = 0;
     std::uint32_t handle = 0;  // CQ / SRQ / AH handle, or the QPN
@@ -128,10 +135,16 @@ public:
     // It belongs to no client: each create or open_xrc_tgt is a handle of its
     // opener's, destroy_qp closes one, and the last close destroys the QP
     // (the kernel's ib_open_qp / ib_close_qp sharing).
-    Created create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd);
+    // `cookie` is the handle's user pointer (its ibv_qp), echoed in the
+    // async events delivered to that handle.
+    Created create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint64_t cookie = 0);
     // ibv_open_qp(3): one more handle on target QP `qpn` of the domain of
     // reference `xrcd`; EINVAL when `qpn` is no target QP of that domain.
-    int open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn);
+    int open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn, std::uint64_t cookie = 0);
+    // The handles on target QP `qpn` (none when it is no target QP): a
+    // shared QP's async events go to every one of them, as the kernel's
+    // __ib_shared_qp_event_handler calls each opener's handler.
+    [[nodiscard]] std::vector<SharedQpHandle> xrc_tgt_handles(std::uint32_t qpn) const;
     // Closes every target-QP handle of `owner` (a departing client); returns
     // the QPNs whose last handle that was, now destroyed.
     std::vector<std::uint32_t> close_xrc_tgts_of(std::uint32_t owner);
@@ -182,6 +195,7 @@ private:
     struct XrcTgtHandle {
         std::uint32_t owner = 0;
         std::uint32_t xrcd_ref = 0;
+        std::uint64_t cookie = 0;
     };
     struct Ah {
         std::uint32_t owner = 0;

@@ -132,7 +132,7 @@ Created QueueObjects::create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std:
     return made;
 }
 
-Created QueueObjects::create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd) {
+Created QueueObjects::create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint64_t cookie) {
     std::lock_guard lock(mutex_);
     auto r = xrcd_refs_.find(xrcd);
     if (r == xrcd_refs_.end() || r->second.owner != owner) {
@@ -145,7 +145,7 @@ Created QueueObjects::create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd) {
     q.owner = kNoClient;
     q.type = qp::QpType::XrcTgt;
     q.xrc_domain = r->second.domain;
-    q.handles.push_back(XrcTgtHandle{owner, xrcd});
+    q.handles.push_back(XrcTgtHandle{owner, xrcd, cookie});
     ++r->second.users;
     const std::uint32_t qpn = next_qpn();
     ++domains_[q.xrc_domain].users;
@@ -153,7 +153,7 @@ Created QueueObjects::create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd) {
     return {0, qpn};
 }
 
-int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn) {
+int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn, std::uint64_t cookie) {
     std::lock_guard lock(mutex_);
     auto r = xrcd_refs_.find(xrcd);
     auto q = qps_.find(qpn);
@@ -162,7 +162,7 @@ int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uin
         q->second.type != qp::QpType::XrcTgt || q->second.xrc_domain != r->second.domain) {
         return EINVAL;
     }
-    q->second.handles.push_back(XrcTgtHandle{owner, xrcd});
+    q->second.handles.push_back(XrcTgtHandle{owner, xrcd, cookie});
     ++r->second.users;
     return 0;
 }
@@ -186,6 +186,17 @@ std::vector<std::uint32_t> QueueObjects::close_xrc_tgts_of(std::uint32_t owner) 
         }
     }
     return destroyed;
+}
+
+std::vector<SharedQpHandle> QueueObjects::xrc_tgt_handles(std::uint32_t qpn) const {
+    std::lock_guard lock(mutex_);
+    std::vector<SharedQpHandle> out;
+    if (auto q = qps_.find(qpn); q != qps_.end() && q->second.type == qp::QpType::XrcTgt) {
+        for (const XrcTgtHandle& h : q->second.handles) {
+            out.push_back(SharedQpHandle{h.owner, h.cookie});
+        }
+    }
+    return out;
 }
 
 bool QueueObjects::qp_exists(std::uint32_t qpn) const {

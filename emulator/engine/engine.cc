@@ -391,6 +391,13 @@ void Engine::move_to_error(QueuePair& qp, Clock::time_point now) {
     }
     flush_send_queue(qp);
     flush_receive_queue(qp);
+    // A QP that takes its receive WQEs from an SRQ (an XRC target takes them
+    // from its domain's XRC SRQs) tells its owner that it will consume no
+    // more: IBV_EVENT_QP_LAST_WQE_REACHED (IBA 10.2.9.5 / 11.6.3.1, which
+    // the kernel's providers raise on entering the error state).
+    if ((qp.srq != 0 || qp.xrc == XrcRole::Target) && async_event_) {
+        async_event_(qp.owner, qp.cookie, AsyncEvent::QpLastWqeReached);
+    }
 }
 
 }  // namespace uroce::engine

@@ -36,6 +36,9 @@ int MulticastGroups::attach(const wire::Gid& group, std::uint32_t qpn) {
     it->second.push_back(qpn);
     ++groups_by_qp_[qpn];
     ++attachments_;
+    if (it->second.size() == 1) {
+        tell(group, GroupChange::FirstMember);
+    }
     return 0;
 }
 
@@ -51,6 +54,7 @@ int MulticastGroups::detach(const wire::Gid& group, std::uint32_t qpn) {
     it->second.erase(member);
     if (it->second.empty()) {
         groups_.erase(it);
+        tell(group, GroupChange::LastMemberGone);
     }
     if (auto q = groups_by_qp_.find(qpn); q != groups_by_qp_.end() && --q->second == 0) {
         groups_by_qp_.erase(q);
@@ -63,11 +67,20 @@ void MulticastGroups::detach_all(std::uint32_t qpn) {
     if (groups_by_qp_.find(qpn) == groups_by_qp_.end()) {
         return;
     }
+    std::vector<wire::Gid> emptied;
     for (auto it = groups_.begin(); it != groups_.end();) {
         attachments_ -= std::erase(it->second, qpn);
-        it = it->second.empty() ? groups_.erase(it) : std::next(it);
+        if (it->second.empty()) {
+            emptied.push_back(it->first);
+            it = groups_.erase(it);
+        } else {
+            it = std::next(it);
+        }
     }
     groups_by_qp_.erase(qpn);
+    for (const wire::Gid& group : emptied) {
+        tell(group, GroupChange::LastMemberGone);
+    }
 }
 
 std::span<const std::uint32_t> MulticastGroups::members(const wire::Gid& group) const {

@@ -8,8 +8,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "wire/headers.h"
@@ -26,8 +28,15 @@ inline constexpr std::size_t kMaxMulticastGroups = 8192;
 inline constexpr std::size_t kMaxQpsPerGroup = 56;
 inline constexpr std::size_t kMaxTotalAttachments = 0x70000;
 
+// A group gained its first QP or lost its last: the moments a host joins or
+// leaves it on the link (IGMP / MLD, net/group_membership.h).
+enum class GroupChange { FirstMember, LastMemberGone };
+
 class MulticastGroups {
 public:
+    using Observer = std::function<void(const wire::Gid& group, GroupChange change)>;
+    // Told of every GroupChange, from attach, detach and detach_all.
+    void set_observer(Observer observer) { observer_ = std::move(observer); }
     // 0, or ENOMEM when the group is full, the device has kMaxMulticastGroups
     // groups already, or kMaxTotalAttachments attachments.
     int attach(const wire::Gid& group, std::uint32_t qpn);
@@ -49,6 +58,13 @@ private:
     std::unordered_map<wire::Gid, std::vector<std::uint32_t>, GidHash> groups_;
     std::unordered_map<std::uint32_t, std::size_t> groups_by_qp_;
     std::size_t attachments_ = 0;
+    Observer observer_;
+
+    void tell(const wire::Gid& group, GroupChange change) const {
+        if (observer_) {
+            observer_(group, change);
+        }
+    }
 };
 
 }  // namespace uroce::engine

@@ -6,12 +6,17 @@
 // the checks below state the second, plus the round trip through fields_of
 // and build_frame that the tools and tests rely on. A broken invariant traps,
 // so libFuzzer keeps the input as a crash reproducer.
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "net/group_membership.h"
+#include "net/igmp.h"
+#include "net/mld.h"
 #include "wire/build.h"
 #include "wire/describe.h"
 #include "wire/fields.h"
@@ -227,8 +232,67 @@ void check_round_trip(const Packet& p) {
 
 }  // namespace
 
+// A port that keeps what it is given: the reports GroupMembership sends.
+class RecordingPort final : public uroce::net::Port {
+public:
+    std::size_t receive(std::span<uroce::net::RxFrame>) override { return 0; }
+    void release(std::span<uroce::net::RxFrame>) override {}
+    bool send(std::span<const std::uint8_t> frame) override {
+        sent.emplace_back(frame.begin(), frame.end());
+        return true;
+    }
+    void flush() override {}
+    [[nodiscard]] MacAddr mac() const override { return {0x02, 0, 0, 0, 0, 1}; }
+    [[nodiscard]] std::size_t max_frame() const override { return 1518; }
+    [[nodiscard]] bool has_wire() const override { return true; }
+    [[nodiscard]] uroce::net::PortCounters counters() const override { return {}; }
+    std::vector<std::vector<std::uint8_t>> sent;
+};
+
+// The frame as an IGMP or MLD query (net/igmp.h, net/mld.h): a query the
+// parser accepts asks about no group or a multicast one, and a host that is
+// in that group (and in 239.1.1.1 and ff0e::1) answers it, within the
+// response time, with reports that are IGMP/MLD again and no query.
+void check_membership(std::span<const std::uint8_t> frame) {
+    using namespace uroce::net;
+    const QueryParseResult v4 = parse_igmp_query(frame);
+    const QueryParseResult v6 = parse_mld_query(frame);
+    require(v4.status == QueryParseStatus::NotQuery || is_igmp_frame(frame));
+    require(v6.status == QueryParseStatus::NotQuery || is_mld_frame(frame));
+    for (const QueryParseResult* r : {&v4, &v6}) {
+        if (r->status == QueryParseStatus::Ok) {
+            require(r->query.general == all_zero(r->query.group));
+        }
+    }
+    RecordingPort port;
+    GroupMembership host(port, port.mac(), {10, 0, 0, 1}, Gid{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+    const auto start = GroupMembership::Clock::time_point{};
+    const Gid v4_group = ipv4_mapped({239, 1, 1, 1});
+    const Gid v6_group = {0xFF, 0x0E, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    host.joined(v4_group, start);
+    host.joined(v6_group, start);
+    for (const QueryParseResult* r : {&v4, &v6}) {
+        if (r->status == QueryParseStatus::Ok && !r->query.general) {
+            host.joined(r->query.group, start);
+        }
+    }
+    port.sent.clear();
+    const bool consumed = host.handle_frame(frame, start);
+    require(consumed == (is_igmp_frame(frame) || is_mld_frame(frame)));
+    const std::uint32_t longest = std::max(v4.query.max_response_ms, v6.query.max_response_ms);
+    host.poll(start + std::chrono::milliseconds(longest));
+    const MembershipCounters c = host.counters();
+    require(c.queries + c.malformed <= 1);
+    for (const auto& sent : port.sent) {
+        require(is_igmp_frame(sent) || is_mld_frame(sent));
+        require(parse_igmp_query(sent).status == QueryParseStatus::NotQuery);
+        require(parse_mld_query(sent).status == QueryParseStatus::NotQuery);
+    }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::span<const std::uint8_t> frame(data, size);
+    check_membership(frame);
     const ParseResult parsed = parse_frame(frame);
     const ParseResult verified = parse_and_verify(frame);
 

@@ -234,6 +234,10 @@ void ControlServer::attach(Datapath& datapath) {
         return it != client_uids_.end() ? static_cast<std::uint32_t>(it->second) : UROCE_EXPLAIN_UID_UNKNOWN;
     });
     datapath.set_async_sink([this](std::uint32_t client, std::uint64_t cookie, engine::AsyncEvent event) {
+        if (client == device::kNoClient) {
+            deliver_shared_qp_event(static_cast<std::uint32_t>(cookie), event);
+            return;
+        }
         for (auto& [fd, c] : connections_) {
             if (c.client == client) {
                 AsyncRecord record;
@@ -244,6 +248,20 @@ void ControlServer::attach(Datapath& datapath) {
             }
         }
     });
+}
+
+void ControlServer::deliver_shared_qp_event(std::uint32_t qpn, engine::AsyncEvent event) {
+    for (const device::SharedQpHandle& handle : device_.queues().xrc_tgt_handles(qpn)) {
+        for (auto& [fd, c] : connections_) {
+            if (c.client == handle.owner) {
+                AsyncRecord record;
+                record.element = handle.cookie;  // this handle's ibv_qp
+                record.event_type = static_cast<std::uint32_t>(event);
+                deliver_async(c, record);
+                break;
+            }
+        }
+    }
 }
 
 void ControlServer::deliver_async(Connection& c, const AsyncRecord& record) {

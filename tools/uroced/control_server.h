@@ -118,6 +118,10 @@ private:
     // Async events (async_events.h): delivered without ever blocking; a
     // backlogged queue's fd is watched for EPOLLOUT until it drains.
     void deliver_async(Connection& c, const AsyncRecord& record);
+    // A shared (XRC target) QP's event goes to every client holding a
+    // handle on it, each with its handle's cookie (the kernel's
+    // __ib_shared_qp_event_handler, drivers/infiniband/core/verbs.c).
+    void deliver_shared_qp_event(std::uint32_t qpn, engine::AsyncEvent event);
     void flush_async(int write_fd);
     // The socket of connection `c`.
     [[nodiscard]] int fd_of(const Connection& c) const;

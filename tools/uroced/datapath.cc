@@ -34,6 +34,28 @@ std::vector<wire::Gid> addresses_of(const device::Device& d) {
     return out;
 }
 
+// The IPv4 address IGMP reports come from: the first IPv4 RoCE v2 GID
+// (0.0.0.0, which RFC 3376 4.2.13 allows, when there is none).
+std::array<std::uint8_t, 4> ipv4_source_of(const device::Device& d) {
+    for (const auto& g : d.gids()) {
+        if (g.type == device::GidType::RoceV2 && wire::is_ipv4_mapped(g.gid)) {
+            return wire::ipv4_of(g.gid);
+        }
+    }
+    return {};
+}
+
+// The fe80:: address MLD reports come from (RFC 3810 5: link-local), the
+// GID table's entry 0.
+wire::Gid link_local_of(const device::Device& d) {
+    for (const auto& g : d.gids()) {
+        if (g.gid[0] == 0xFE && (g.gid[1] & 0xC0) == 0x80) {
+            return g.gid;
+        }
+    }
+    return {};
+}
+
 void add_to(dma::DmaCounters& sum, const dma::DmaCounters& c) {
     sum.shared_ops += c.shared_ops;
     sum.shared_bytes += c.shared_bytes;
@@ -53,7 +75,8 @@ engine::WorkRing view(const device::WorkQueueRing& r) {
 }  // namespace
 
 Datapath::Datapath(device::Device& device, net::Port& port)
-    : port_(port), mrs_(device.mrs()), neighbours_(port, port.mac(), addresses_of(device)), rx_(kRxBurst) {
+    : port_(port), mrs_(device.mrs()), neighbours_(port, port.mac(), addresses_of(device)),
+      membership_(port, port.mac(), ipv4_source_of(device), link_local_of(device)), rx_(kRxBurst) {
     engine::EngineConfig cfg;
     cfg.mac = port.mac();
     cfg.gids = device.gids();
@@ -64,6 +87,13 @@ Datapath::Datapath(device::Device& device, net::Port& port)
                 async_sink_(client, cookie, e);
             }
         });
+    engine_->multicast().set_observer([this](const wire::Gid& group, engine::GroupChange change) {
+        if (change == engine::GroupChange::FirstMember) {
+            membership_.joined(group, engine::Clock::now());
+        } else {
+            membership_.left(group, engine::Clock::now());
+        }
+    });
     engine_->set_failure_observer([this](const uroce_explain_record& r) { events_.add(r); });
     mrs_.set_stale_observer(
         [this](const mr::StaleAccessReport& report) { events_.add(engine::stale_access_record(report)); });
@@ -85,6 +115,7 @@ bool Datapath::poll(engine::Clock::time_point now) {
         cm_->poll(now);  // deliveries queued for the device, retransmissions, timewait
     }
     neighbours_.poll(now);
+    membership_.poll(now);
     port_.flush();
     // Frames the port still holds (a short transmit burst) keep the loop busy.
     return worked || !to_self_.empty() || port_.tx_pending();
@@ -115,7 +146,9 @@ void Datapath::handle_received(std::span<const std::uint8_t> frame, const wire::
         counters_.count_malformed(r.status);
     } else {
         ++counters_.rx_other;
-        neighbours_.handle_frame(frame, now);
+        if (!membership_.handle_frame(frame, now)) {
+            neighbours_.handle_frame(frame, now);
+        }
     }
 }
 
@@ -245,6 +278,9 @@ std::optional<engine::Clock::time_point> Datapath::next_deadline() const {
     }
     auto a = engine_->next_deadline();
     auto b = neighbours_.next_deadline();
+    if (const auto m = membership_.next_deadline(); m && (!b || *m < *b)) {
+        b = m;
+    }
     if (cm_ != nullptr) {
         if (const auto c = cm_->next_deadline(); c && (!a || *c < *a)) {
             a = c;

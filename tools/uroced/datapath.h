@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "event_log.h"
 #include "idle_wait.h"
+#include "net/group_membership.h"
 #include "net/neighbours.h"
 #include "net/port.h"
 #include "wire/parse.h"
@@ -121,6 +122,7 @@ public:
     [[nodiscard]] EventLog& events() { return events_; }
     [[nodiscard]] const EventLog& events() const { return events_; }
     [[nodiscard]] const net::Neighbours& neighbours() const { return neighbours_; }
+    [[nodiscard]] const net::GroupMembership& membership() const { return membership_; }
     [[nodiscard]] const DatapathCounters& counters() const { return counters_; }
     [[nodiscard]] net::PortCounters port_counters() const { return port_.counters(); }
     // DMA counters of every client since the daemon started, summed (those
@@ -175,6 +177,7 @@ private:
     mr::MrTable& mrs_;
     EventLog events_;
     net::Neighbours neighbours_;
+    net::GroupMembership membership_;  // IGMP / MLD for the groups QPs attach to
     std::unique_ptr<engine::Engine> engine_;
     std::unordered_map<std::uint32_t, std::unique_ptr<dma::ClientMemory>> memories_;
     dma::DmaCounters departed_dma_;  // of clients gone, so stats keep them

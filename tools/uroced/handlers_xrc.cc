@@ -65,7 +65,7 @@ std::size_t ControlServer::create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h
                                           std::uint8_t* out) {
     const auto req = read_as<uroce_ctrl_create_xrc_tgt>(msg);
     device::QueueObjects& q = device_.queues();
-    const device::Created made = q.create_xrc_tgt(c.client, req.xrcd);
+    const device::Created made = q.create_xrc_tgt(c.client, req.xrcd, req.cookie);
     if (made.error != 0) {
         return status_only(out, h, made.error);
     }
@@ -84,7 +84,10 @@ std::size_t ControlServer::create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h
     }
     rings->owner = device::kNoClient;  // shared by its handles (QueueObjects::open_xrc_tgt)
     rings->qpn = made.handle;
-    rings->cookie = req.cookie;
+    // Its engine cookie is its QPN: the engine raises its async events for
+    // owner kNoClient, and ControlServer::attach hands them to every handle
+    // (each with its own cookie, kept by QueueObjects).
+    rings->cookie = made.handle;
     rings->type = qp::QpType::XrcTgt;
     rings->xrc_domain = q.xrc_domain(c.client, req.xrcd);
     quota_.add(ObjectKind::Qp, made.handle, c.client, charge);
@@ -102,7 +105,7 @@ std::size_t ControlServer::open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, 
     const auto req = read_as<uroce_ctrl_open_xrc_tgt>(msg);
     uroce_ctrl_handle r{};
     r.handle = req.qpn;
-    return write_reply(out, h, device_.queues().open_xrc_tgt(c.client, req.xrcd, req.qpn), r);
+    return write_reply(out, h, device_.queues().open_xrc_tgt(c.client, req.xrcd, req.qpn, req.cookie), r);
 }
 
 void ControlServer::forget_qp(std::uint32_t qpn) {

@@ -216,6 +216,10 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
                      e.rx_packets, e.tx_packets, e.rx_dropped, e.retransmits, e.timeouts, e.rnr_naks_sent,
                      e.rnr_naks_received, e.seq_naks_sent, e.seq_naks_received, e.duplicates, e.bad_wqes);
     datapath.log_cm_summary();
+    const net::MembershipCounters m = datapath.membership().counters();
+    daemon::log_info("multicast membership: {} reports sent, {} leaves, {} queries answered or ignored, "
+                     "{} malformed queries, {} refused by the port, {} groups reported now",
+                     m.reports_sent, m.leaves_sent, m.queries, m.malformed, m.tx_refused, m.groups);
     daemon::log_info("idle: {} sleeps ({} woken by an fd), {:.3f} s asleep", i.sleeps, i.woken_by_fd,
                      static_cast<double>(i.slept_ns) / 1e9);
     if (schedule.realtime_priority != 0) {

@@ -17,12 +17,17 @@
  *    EBUSY while an SRQ or a QP handle made through it lives; the last
  *    close destroys the QP and SENDs to it then fail. A QPN that is not a
  *    target QP of the domain cannot be opened (EINVAL).
+ *  - a shared target QP's async events reach every handle: the opener moves
+ *    it to ERR and both contexts get IBV_EVENT_QP_LAST_WQE_REACHED, each
+ *    naming its own ibv_qp (as the kernel's __ib_shared_qp_event_handler
+ *    passes it to each opener).
  *
  * usage: xrc_check DEVICE GID_INDEX. Prints "xrc_check: ok" and exits 0, or
  * says what failed and exits 1.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -313,6 +318,58 @@ static void shared_target(struct ibv_cq *send_cq, struct ibv_cq *cq, struct ibv_
     CHECK(ibv_close_device(ctx2) == 0, "ibv_close_device of the second context failed");
 }
 
+/* Waits (bounded) for an async event of `type` naming `qp` on `c`; events
+ * about other objects (earlier parts of the run) are skipped. */
+static void expect_qp_event(struct ibv_context *c, struct ibv_qp *qp, enum ibv_event_type type, const char *who) {
+    const double deadline = now_s() + DEADLINE_S;
+    while (now_s() < deadline) {
+        struct pollfd p = {.fd = c->async_fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0) {
+            continue;
+        }
+        struct ibv_async_event e;
+        CHECK(ibv_get_async_event(c, &e) == 0, "ibv_get_async_event (%s) failed", who);
+        const int match = e.event_type == type && e.element.qp == qp;
+        ibv_ack_async_event(&e);
+        if (match) {
+            return;
+        }
+    }
+    CHECK(0, "%s: no %s for its handle of the shared target QP", who, ibv_event_type_str(type));
+}
+
+/* A shared target QP moved to ERR by the context that opened it: the
+ * creator's context and the opener's each get LAST_WQE_REACHED for their
+ * own handle. */
+static void shared_target_events(struct ibv_cq *send_cq, const char *device) {
+    struct ibv_context *ctx2 = NULL;
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    for (struct ibv_device **d = list; *d != NULL && ctx2 == NULL; ++d) {
+        if (strcmp(ibv_get_device_name(*d), device) == 0) {
+            ctx2 = ibv_open_device(*d);
+        }
+    }
+    ibv_free_device_list(list);
+    CHECK(ctx2 != NULL, "cannot open %s a second time", device);
+    FILE *file = tmpfile();
+    CHECK(file != NULL, "tmpfile failed");
+    struct ibv_xrcd *mine = file_domain(ctx, fileno(file), O_CREAT), *theirs = file_domain(ctx2, fileno(file), 0);
+    struct ibv_qp *ini, *tgt;
+    xrc_pair(mine, send_cq, &ini, &tgt);
+    struct ibv_qp *opened = open_target(ctx2, theirs, tgt->qp_num);
+    CHECK(opened != NULL, "ibv_open_qp of the target QP failed (errno %d)", errno);
+    struct ibv_qp_attr a = {0};
+    a.qp_state = IBV_QPS_ERR;
+    modify(opened, &a, IBV_QP_STATE, "the opened target QP to ERR");
+    expect_qp_event(ctx2, opened, IBV_EVENT_QP_LAST_WQE_REACHED, "the opener");
+    expect_qp_event(ctx, tgt, IBV_EVENT_QP_LAST_WQE_REACHED, "the creator");
+    CHECK(ibv_destroy_qp(opened) == 0 && ibv_destroy_qp(tgt) == 0 && ibv_destroy_qp(ini) == 0,
+          "teardown of the shared target QP failed");
+    CHECK(ibv_close_xrcd(theirs) == 0 && ibv_close_xrcd(mine) == 0, "ibv_close_xrcd of the file's domain failed");
+    fclose(file);
+    CHECK(ibv_close_device(ctx2) == 0, "ibv_close_device of the second context failed");
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 3, "usage: xrc_check DEVICE GID_INDEX");
     gid_index = atoi(argv[2]);
@@ -389,6 +446,7 @@ int main(int argc, char **argv) {
     all_zero(dst_a, "SRQ A's buffer after the refused SENDs");
 
     shared_target(send_cq, cq_a, src, dst_a, argv[1]);
+    shared_target_events(send_cq, argv[1]);
 
     CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_qp(tgt) == 0 && ibv_destroy_qp(ini2) == 0 &&
               ibv_destroy_qp(tgt2) == 0,

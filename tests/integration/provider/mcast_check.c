@@ -6,7 +6,13 @@
  * detached QP stops receiving, and an IPv6 group (ff0e::1:2). Delivery to
  * the members happens in one pass over the group, so once the members that
  * must receive have every message, a member that must not has had its
- * chance: no waiting for silence. One line per check, "N failures" last. */
+ * chance: no waiting for silence. One line per check, "N failures" last.
+ *
+ * mcast_check --hold GID (an IPv6 text address or a dotted IPv4 group):
+ * one UD QP attached to the group, "attached" printed, held until a line
+ * (or EOF) on stdin, then detached, "detached" printed. The dataflow suite
+ * watches a snooping bridge's group table meanwhile (test_mcast_snooping.py). */
+#include <arpa/inet.h>
 #include <time.h>
 
 #include "verbs_check.h"
@@ -175,7 +181,47 @@ static struct ibv_ah *group_ah(struct ibv_pd *pd, const union ibv_gid *group, ui
     return ibv_create_ah(pd, &a);
 }
 
-int main(void) {
+/* --hold: attach one UD QP to `text`, wait for stdin, detach. */
+static int hold(const char *text) {
+    union ibv_gid group;
+    memset(&group, 0, sizeof group);
+    struct in_addr v4;
+    if (inet_pton(AF_INET, text, &v4) == 1) {
+        group.raw[10] = group.raw[11] = 0xFF;
+        memcpy(&group.raw[12], &v4, sizeof v4);
+    } else if (inet_pton(AF_INET6, text, group.raw) != 1) {
+        fprintf(stderr, "mcast_check --hold: %s is no address\n", text);
+        return 2;
+    }
+    struct ibv_device **list = NULL;
+    struct ibv_context *ctx = open_uroce(&list);
+    struct ibv_pd *pd = ibv_alloc_pd(ctx);
+    struct ud_end member = make_ud(ctx, pd, GROUP_QKEY, "member");
+    if (ibv_attach_mcast(member.qp, &group, 0) != 0) {
+        fprintf(stderr, "mcast_check --hold: ibv_attach_mcast failed\n");
+        return 1;
+    }
+    printf("attached\n");
+    fflush(stdout);
+    char line[16];
+    (void)fgets(line, sizeof line, stdin);
+    const int detached = ibv_detach_mcast(member.qp, &group, 0);
+    printf(detached == 0 ? "detached\n" : "detach failed\n");
+    fflush(stdout);
+    ibv_destroy_qp(member.qp);
+    ibv_dereg_mr(member.mr);
+    ibv_destroy_cq(member.cq);
+    free(member.buf);
+    ibv_dealloc_pd(pd);
+    ibv_close_device(ctx);
+    ibv_free_device_list(list);
+    return detached == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "--hold") == 0) {
+        return hold(argv[2]);
+    }
     struct ibv_device **list = NULL;
     struct ibv_context *ctx = open_uroce(&list);
     struct ibv_pd *pd = ibv_alloc_pd(ctx);

@@ -84,6 +84,35 @@ TEST_F(Features, SharedReceiveQueueFeedsTheQpAndRaisesItsLimitEvent) {
     EXPECT_EQ(b_.events[0].second, AsyncEvent::SrqLimitReached);
 }
 
+TEST_F(Features, QpOnAnSrqEnteringErrorRaisesLastWqeReached) {
+    RingMemory srq_mem = make_wq(64, 16 + 4 * 16, 4, 0);
+    b_.engine().add_srq(9, kOwner, b_.pd, WorkRing(srq_mem.wq(), 64, 16 + 4 * 16, 4, 0), 0x5EC, 0);
+    TestQp qs;
+    qs.sq_mem = make_wq(qs.sq_entries, qs.sq_stride, 4, 128);
+    qs.cq_mem = make_cq(qs.cq_entries);
+    b_.engine().add_cq(2, kOwner, CqRing(qs.cq(), qs.cq_entries), -1, 0);
+    QpSetup s;
+    s.qpn = 0x33;
+    s.owner = kOwner;
+    s.pd = b_.pd;
+    s.send_cq = 2;
+    s.recv_cq = 2;
+    s.srq = 9;
+    s.cookie = 0xC0FFEE;
+    s.sq = WorkRing(qs.sq(), qs.sq_entries, qs.sq_stride, 4, 128);
+    b_.engine().add_qp(s);
+    const std::size_t before = b_.events.size();
+    qp::QpAttr err;
+    err.state = qp::QpState::Err;
+    b_.engine().modify_qp(0x33, err, qp::AttrMask::kState);
+    ASSERT_EQ(b_.events.size(), before + 1);
+    EXPECT_EQ(b_.events.back().first, 0xC0FFEEu);
+    EXPECT_EQ(b_.events.back().second, AsyncEvent::QpLastWqeReached);
+    // A QP with its own receive queue raises nothing.
+    b_.engine().modify_qp(qb_.qpn, err, qp::AttrMask::kState);
+    EXPECT_EQ(b_.events.size(), before + 1);
+}
+
 TEST_F(Features, WriteWithImmediateConsumesAReceiveAndReportsTheLength) {
     std::vector<std::uint8_t> src(3000), dst(3000, 0), unused(8);
     fill_pattern(src, 6);
