@@ -2,6 +2,7 @@
 
 #include <cerrno>
 
+#include "parent_domain.h"
 #include "work_queue.h"
 
 namespace uroce::provider {
@@ -20,9 +21,9 @@ constexpr ibv_wr_opcode kSendOpcodes[] = {
 constexpr std::uint32_t kQpCompMaskOffered =
     IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
 
-// comp_mask bits of ibv_cq_init_attr_ex: FLAGS is offered, PD (a parent
-// domain) is not.
-constexpr std::uint32_t kCqCompMaskOffered = IBV_CQ_INIT_ATTR_MASK_FLAGS;
+// comp_mask bits of ibv_cq_init_attr_ex: FLAGS, and PD (a parent domain,
+// whose allocator the CQ's host memory comes from: parent_domain.h).
+constexpr std::uint32_t kCqCompMaskOffered = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
 
 }  // namespace
 
@@ -98,6 +99,11 @@ int check_cq_init_attr_ex(const ibv_cq_init_attr_ex& attr, int num_comp_vectors)
     }
     if ((attr.comp_mask & ~kCqCompMaskOffered) != 0 || (attr.wc_flags & ~kCqWcFlagsOffered) != 0) {
         return EOPNOTSUPP;
+    }
+    // As mlx5: the PD given must be a parent domain (of this context: the
+    // caller checks that).
+    if ((attr.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0 && !is_parent_domain(attr.parent_domain)) {
+        return EINVAL;
     }
     // SINGLE_THREADED is a hint (the CQ stays thread-safe); a CQ that
     // ignores overrun is not offered: the daemon reports it (IBV_EVENT_CQ_ERR).

@@ -21,6 +21,7 @@
 #include "abi/control_client.h"
 #include "completion_ring.h"
 #include "pabi34.h"
+#include "parent_domain.h"
 #include "send_batch.h"
 #include "work_queue.h"
 
@@ -206,6 +207,7 @@ struct Cq {
     std::mutex poll_mutex;
     ibv_wc current{};
     CompletionTime current_time{};
+    Placement placement;  // host memory: a parent domain's allocator or the heap
 };
 inline Cq* to_cq(ibv_cq* cq) { return reinterpret_cast<Cq*>(cq); }
 struct Qp {
@@ -217,6 +219,7 @@ struct Qp {
     WorkQueue sq;
     WorkQueue rq;
     SendBatch batch;  // ibv_wr_* of an extended QP (verbs_qp_ex.cc)
+    Placement placement;  // host memory: a parent domain's allocator or the heap
 };
 struct Srq {
     ibv_srq srq;
@@ -253,6 +256,9 @@ int query_port(ibv_context* ctx, std::uint8_t port_num, ibv_port_attr* attr);
 // verbs_pd.cc
 ibv_pd* alloc_pd(ibv_context* ctx);
 int dealloc_pd(ibv_pd* pd);
+ibv_pd* alloc_parent_domain(ibv_context* ctx, ibv_parent_domain_init_attr* attr);
+ibv_td* alloc_td(ibv_context* ctx, ibv_td_init_attr* attr);
+int dealloc_td(ibv_td* td);
 
 // verbs_mr.cc
 ibv_mr* reg_mr(ibv_pd* pd, void* addr, std::size_t length, std::uint64_t hca_va, int access);
@@ -271,8 +277,10 @@ int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, ibv_
 
 // verbs_cq.cc
 ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector);
-// The same with UROCE_CQ_* flags for CREATE_CQ (abi/control.h).
-ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags);
+// The same with UROCE_CQ_* flags for CREATE_CQ (abi/control.h), its host
+// memory from `domain`'s allocator when that is a parent domain with one.
+ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags,
+                        ibv_pd* domain = nullptr);
 int destroy_cq(ibv_cq* cq);
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc);
 int req_notify_cq(ibv_cq* cq, int solicited_only);

@@ -20,10 +20,21 @@
 
 #include <infiniband/verbs.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/*
+ * Parent domains (docs/provider.md "Parent domains"): the resource_type the
+ * allocator of ibv_alloc_parent_domain(3) is called with, for the provider's
+ * host-side state of a QP or a CQ made on the domain. Their rings are the
+ * daemon's shared memory and never come from the allocator. The high half
+ * ("uroc") keeps the values apart from other providers' types.
+ */
+#define UROCE_DV_RES_TYPE_QP 0x75726f6300000001ULL
+#define UROCE_DV_RES_TYPE_CQ 0x75726f6300000002ULL
 
 struct ibv_mr* uroce_dv_reg_mr_relaxed(struct ibv_pd* pd, void* addr, size_t length, int access);
 int uroce_dv_dereg_mr_relaxed(struct ibv_mr* mr);

@@ -67,7 +67,8 @@ ibv_cq* create_cq(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp
     return create_cq_flags(ctx, cqe, channel, comp_vector, 0);
 }
 
-ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags) {
+ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, int comp_vector, std::uint32_t flags,
+                        ibv_pd* domain) {
     if (cqe <= 0 || comp_vector < 0 || comp_vector >= ctx->num_comp_vectors) {
         errno = EINVAL;
         return nullptr;
@@ -76,9 +77,8 @@ ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, in
     if (channel != nullptr && notify_fd < 0) {
         return nullptr;
     }
-    auto* cq = new (std::nothrow) Cq{};
+    auto* cq = make_object<Cq>(domain, UROCE_DV_RES_TYPE_CQ);
     if (cq == nullptr) {
-        errno = ENOMEM;
         return nullptr;
     }
     auto req = request<uroce_ctrl_create_cq>(UROCE_CTRL_CREATE_CQ);
@@ -90,7 +90,7 @@ ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, in
     uroce_ctrl_cq_reply reply{};
     int ring_fd = -1;
     if (const int err = link_of(ctx).call(&req, sizeof req, &reply, sizeof reply, notify_fd, &ring_fd); err != 0) {
-        delete cq;
+        destroy_object(cq);
         errno = err;
         return nullptr;
     }
@@ -104,7 +104,7 @@ ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, in
             ::munmap(cq->ring, reply.ring_bytes);
         }
         link_of(ctx).call_handle(UROCE_CTRL_DESTROY_CQ, reply.handle);
-        delete cq;
+        destroy_object(cq);
         errno = err;
         return nullptr;
     }
@@ -116,7 +116,7 @@ ibv_cq* create_cq_flags(ibv_context* ctx, int cqe, ibv_comp_channel* channel, in
         if (err != 0) {
             ::munmap(cq->ring, reply.ring_bytes);
             link_of(ctx).call_handle(UROCE_CTRL_DESTROY_CQ, reply.handle);
-            delete cq;
+            destroy_object(cq);
             errno = err;
             return nullptr;
         }
@@ -138,7 +138,7 @@ int destroy_cq(ibv_cq* ibcq) {
     }
     watcher_of(ibcq->context).unwatch(cq);
     ::munmap(cq->ring, cq->ring_bytes);
-    delete cq;
+    destroy_object(cq);
     return 0;
 }
 

@@ -129,11 +129,16 @@ ibv_cq_ex* create_cq_ex(ibv_context* ctx, ibv_cq_init_attr_ex* attr) {
         errno = err;
         return nullptr;
     }
+    ibv_pd* domain = (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) != 0 ? attr->parent_domain : nullptr;
+    if (domain != nullptr && domain->context != ctx) {
+        errno = EINVAL;
+        return nullptr;
+    }
     // The daemon stamps CQEs only for CQs that will read the times.
     const bool timestamps = (attr->wc_flags & (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
                                                IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)) != 0;
     ibv_cq* ibcq = create_cq_flags(ctx, static_cast<int>(attr->cqe), attr->channel,
-                                   static_cast<int>(attr->comp_vector), timestamps ? UROCE_CQ_TIMESTAMPS : 0);
+                                   static_cast<int>(attr->comp_vector), timestamps ? UROCE_CQ_TIMESTAMPS : 0, domain);
     if (ibcq == nullptr) {
         return nullptr;
     }

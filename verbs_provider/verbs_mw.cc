@@ -53,7 +53,8 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* bind) {
         (info.mr == nullptr && info.length != 0)) {
         return EINVAL;
     }
-    if (info.mr != nullptr && info.mr->pd != mw->pd) {
+    // A parent domain is its PD (parent_domain.h): compare the daemon's handles.
+    if (info.mr != nullptr && info.mr->pd->handle != mw->pd->handle) {
         return EPERM;  // as mlx5: the MR belongs to another PD
     }
     // The bind is a work request on the send queue: it takes effect in

@@ -157,9 +157,8 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
         errno = EOPNOTSUPP;  // RAW_PACKET: not offered; XRC_RECV: create_qp_ex (verbs_xrc.cc)
         return nullptr;
     }
-    auto* qp = new (std::nothrow) Qp{};
+    auto* qp = make_object<Qp>(pd, UROCE_DV_RES_TYPE_QP);
     if (qp == nullptr) {
-        errno = ENOMEM;
         return nullptr;
     }
     auto req = request<uroce_ctrl_create_qp>(UROCE_CTRL_CREATE_QP);
@@ -174,7 +173,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
     uroce_ctrl_create_qp_reply reply{};
     int ring_fd = -1;
     if (const int err = link_of(pd->context).call(&req, sizeof req, &reply, sizeof reply, -1, &ring_fd); err != 0) {
-        delete qp;
+        destroy_object(qp);
         errno = err;
         return nullptr;
     }
@@ -183,7 +182,7 @@ ibv_qp* create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
             ::munmap(qp->rings, qp->ring_bytes);
         }
         link_of(pd->context).call_handle(UROCE_CTRL_DESTROY_QP, reply.qpn);
-        delete qp;
+        destroy_object(qp);
         errno = err;
         return nullptr;
     }
@@ -261,7 +260,7 @@ int destroy_qp(ibv_qp* qp) {
     }
     pthread_mutex_destroy(&qp->mutex);
     pthread_cond_destroy(&qp->cond);
-    delete q;
+    destroy_object(q);
     return 0;
 }
 

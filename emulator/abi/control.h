@@ -767,7 +767,7 @@ struct uroce_ctrl_explain_reply {
  * the next page starts, 0 after the last page.
  */
 enum uroce_mr_way {
-    UROCE_MR_WAY_UNSERVED = 0,  /* no client memory behind it (dma-buf) */
+    UROCE_MR_WAY_UNSERVED = 0,  /* no data path serves it */
     UROCE_MR_WAY_SHARED = 1,    /* a shared mapping: memcpy */
     UROCE_MR_WAY_COPY = 2,      /* pread / pwrite on the client's /proc/self/mem */
 };

@@ -1,8 +1,10 @@
 #include "client_memory.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +32,29 @@ void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by) {
 
 std::uint64_t& word_at(std::uint8_t* p) {
     return *static_cast<std::uint64_t*>(static_cast<void*>(p));
+}
+
+// What a file handed to add_shared is, as far as mapping it safely goes.
+enum class SharedFile : std::uint8_t {
+    Sealed,    // a regular file sealed against shrinking (the provider's memfds)
+    DmaBuf,    // a dma-buf: its size is fixed for its life (dma_buf_export)
+    Unsealed,  // a regular file its owner could truncate under our mapping
+    Other,     // anything else (a socket, a pipe, a device)
+};
+
+SharedFile kind_of(int fd, const struct stat& st) {
+    struct statfs fs {};
+    // Every dma-buf lives on the kernel's dma-buf file system.
+    if (::fstatfs(fd, &fs) == 0 && fs.f_type == DMA_BUF_MAGIC) {
+        return SharedFile::DmaBuf;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        return SharedFile::Other;
+    }
+    // Without F_SEAL_SHRINK the client could truncate the file under our
+    // mapping, and our next access would raise SIGBUS in the daemon.
+    const int seals = ::fcntl(fd, F_GET_SEALS);
+    return seals >= 0 && (seals & F_SEAL_SHRINK) != 0 ? SharedFile::Sealed : SharedFile::Unsealed;
 }
 
 }  // namespace
@@ -65,14 +90,14 @@ int ClientMemory::add_shared(std::uint64_t addr, std::uint64_t length, int fd, s
     if (::fstat(fd, &st) != 0) {
         return errno;
     }
-    if (!S_ISREG(st.st_mode)) {
-        return EINVAL;
-    }
-    // Without F_SEAL_SHRINK the client could truncate the file under our
-    // mapping, and our next access would raise SIGBUS in the daemon.
-    const int seals = ::fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-        return EPERM;
+    switch (kind_of(fd, st)) {
+        case SharedFile::Sealed:
+        case SharedFile::DmaBuf:
+            break;
+        case SharedFile::Unsealed:
+            return EPERM;
+        case SharedFile::Other:
+            return EINVAL;
     }
     if (st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) < offset + length) {
         return EINVAL;

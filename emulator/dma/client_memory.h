@@ -90,10 +90,14 @@ public:
     // stays mapped until its references are removed.
     //
     // Only files sealed against shrinking (F_SEAL_SHRINK, as the provider's
-    // memfds are) and at least offset + length long are mapped: a client
-    // truncating a mapped file would otherwise kill the daemon with SIGBUS.
-    // 0, or an errno (EINVAL: misaligned or empty range, short file; EPERM:
-    // not sealed; EBADF; ENOMEM); then the range simply goes the copying way.
+    // memfds are) or dma-bufs (whose size never changes), at least offset +
+    // length long, are mapped: a client truncating a mapped file would
+    // otherwise kill the daemon with SIGBUS.
+    // 0, or an errno (EINVAL: misaligned or empty range, short file, not a
+    // file; EPERM: not sealed; EBADF; ENOMEM; what the dma-buf's exporter
+    // answers mmap); then the range simply goes the copying way.
+    // `addr` need not be a user address: dma-buf MRs are given a window at
+    // 2^63 and up, which only this mapping serves (mr_registrations.h).
     // The daemon keeps its own mapping: `fd` may be closed after the call.
     int add_shared(std::uint64_t addr, std::uint64_t length, int fd, std::uint64_t offset);
     // Drops the reference add_shared(addr, length, ...) took (the same addr

@@ -31,7 +31,7 @@ std::size_t ControlServer::reg_mr(Connection& c, const uroce_ctrl_hdr& h, const 
             return status_only(out, h, EINVAL);
         }
         r.backing = mr::Backing::DmaBuf;
-        r.dmabuf_handle = received_fd;  // identity only for now; the data path maps it (issue 5)
+        r.dmabuf_handle = received_fd;  // identity; reg_dmabuf maps it
     } else {
         r.address_space = device_.address_space(owner);
     }
@@ -49,7 +49,8 @@ std::size_t ControlServer::reg_mr(Connection& c, const uroce_ctrl_hdr& h, const 
     if (h.op == UROCE_CTRL_REREG_MR) {
         return status_only(out, h, mr_registrations_.rereg(req.lkey, req.rereg_flags, r, shared));
     }
-    const mr::Registered reg = mr_registrations_.reg(r, shared);
+    const bool dmabuf = (req.flags & UROCE_REG_DMABUF) != 0;
+    const mr::Registered reg = dmabuf ? mr_registrations_.reg_dmabuf(r, received_fd) : mr_registrations_.reg(r, shared);
     uroce_ctrl_mr_reply rep{};
     rep.lkey = reg.lkey;
     rep.rkey = reg.rkey;

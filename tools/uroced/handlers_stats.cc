@@ -11,7 +11,9 @@ namespace {
 // The way the DMA interface serves a whole MR: the way a transfer of its
 // whole range would take in its owner's memory (dma/client_memory.h).
 std::uint8_t way_of(const mr::Descriptor& d, const Datapath* datapath) {
-    if (datapath == nullptr || d.backing == mr::Backing::DmaBuf) {
+    // A dma-buf MR translates to its window of the owner's shared mappings
+    // (mr_registrations.h): it reports shared once mapped.
+    if (datapath == nullptr) {
         return UROCE_MR_WAY_UNSERVED;
     }
     const std::optional<dma::Way> w = datapath->way_of(d.owner, d.host_base, d.length);

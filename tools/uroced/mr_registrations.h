@@ -48,6 +48,18 @@ public:
     // names memory that covers the MR and can be mapped within the client's
     // quota; otherwise the MR works through the copying way.
     mr::Registered reg(const mr::RegRequest& r, const std::optional<SharedMemory>& shared);
+    // ibv_reg_dmabuf_mr (r.backing DmaBuf, r.addr the offset into `fd`):
+    // maps the dma-buf's pages covering the MR, MAP_SHARED, into the owner's
+    // memory at a window of its own (kDmaBufWindowBase and up, where no user
+    // address lies), and makes the MR translate to that window, so the data
+    // path serves it the shared way like any shared MR. A dma-buf that
+    // cannot be mapped fails the registration (docs/memory-registration.md):
+    // EINVAL when `fd` is no dma-buf (nor a sealed memfd standing in for
+    // one) or is shorter than offset + length, EBADF, ENOMEM, or the
+    // exporter's mmap error. Without a data path the MR is only recorded.
+    mr::Registered reg_dmabuf(mr::RegRequest r, int fd);
+    // Whether `lkey` is a dma-buf MR this class mapped.
+    [[nodiscard]] bool is_mapped_dmabuf(std::uint32_t lkey) const;
     // ibv_rereg_mr(3) of `lkey` (flags: mr::rereg); with a new translation
     // the MR's shared reference follows it (kept, replaced or dropped).
     int rereg(std::uint32_t lkey, std::uint32_t flags, const mr::RegRequest& r,
@@ -59,6 +71,13 @@ public:
 
     // MRs that hold a shared reference now.
     [[nodiscard]] std::size_t shared_count() const { return shared_by_lkey_.size(); }
+
+    // dma-buf windows: 2^63 is past every user address (the copying way
+    // refuses it), and each MR gets 2^36 bytes (64 GiB, the largest dma-buf
+    // MR taken) of the 2^63 above it: 2^27 windows, reused round-robin.
+    static constexpr std::uint64_t kDmaBufWindowBase = std::uint64_t{1} << 63;
+    static constexpr unsigned kDmaBufWindowShift = 36;
+    static constexpr std::uint64_t kDmaBufWindows = std::uint64_t{1} << (63 - kDmaBufWindowShift);
 
 private:
     // The range an MR holds a reference on (ClientMemory::add_shared).
@@ -80,6 +99,7 @@ private:
     ClientQuota& quota_;
     MemoryOf memory_of_;
     std::unordered_map<std::uint32_t, SharedRange> shared_by_lkey_;
+    std::uint64_t next_dmabuf_window_ = 0;
 };
 
 }  // namespace uroce::daemon

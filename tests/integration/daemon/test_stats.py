@@ -39,7 +39,8 @@ UROCED = UROCE = None
 DEVICE = "uroce_stats"
 STATS, LIST_MRS = 28, 29
 LIST_MRS_PER_REPLY = 8
-REG_SHARED = 0x4
+REG_HAS_IOVA, REG_DMABUF, REG_SHARED = 0x1, 0x2, 0x4
+EINVAL, EOPNOTSUPP = 22, 95
 REREG_CHANGE_TRANSLATION = 0x1
 LOCAL_WRITE = 1
 PAGE = mmap.PAGESIZE
@@ -257,6 +258,48 @@ class ControlPart(unittest.TestCase):
         self.assertEqual(listed, keys)
         self.assertEqual(self.stats()["mr_ways"]["copy"], len(keys))
         private.close()
+
+
+    def reg_dmabuf(self, fd, offset, length, iova=0x40000000):
+        """REG_MR of a dma-buf MR (UROCE_REG_DMABUF, addr = the offset), `fd` passed; (status, lkey)."""
+        body = struct.pack("<IIQQQIIIIQQQ", self.pd, LOCAL_WRITE, offset, length, iova, REG_DMABUF | REG_HAS_IOVA,
+                           0, 0, 0, 0, 0, 0)
+        status, reply, _ = self.c.call(REG_MR, body, [fd])
+        return status, struct.unpack_from("<I", reply)[0] if status == 0 else None
+
+    def test_dmabuf_mr_is_mapped_and_served_the_shared_way(self):
+        """The daemon maps the fd of a dma-buf MR (a sealed memfd stands in:
+        this machine has no udmabuf) and lists the MR as shared; what it
+        cannot map is refused with the kernel's errors. Data through such an
+        MR: provider_dmabuf_mr_memfd (tests/integration/provider/dmabuf_mr.c)."""
+        sealed = os.memfd_create("uroce-dmabuf", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        unsealed = os.memfd_create("uroce-dmabuf-unsealed", os.MFD_CLOEXEC)
+        r, w = os.pipe()
+        try:
+            os.ftruncate(sealed, 4 * PAGE)
+            fcntl.fcntl(sealed, F_ADD_SEALS, F_SEAL_SHRINK)
+            os.ftruncate(unsealed, 4 * PAGE)
+            self.assertEqual(self.reg_dmabuf(unsealed, 0, PAGE)[0], EINVAL)  # no dma-buf: it could shrink
+            self.assertEqual(self.reg_dmabuf(r, 0, PAGE)[0], EINVAL)  # not a file at all
+            self.assertEqual(self.reg_dmabuf(sealed, 3 * PAGE, 2 * PAGE)[0], EINVAL)  # past the end
+            self.assertEqual(self.reg_dmabuf(sealed, 0, 0)[0], EINVAL)
+            self.assertEqual(self.ways(), ({}, 0))
+            status, key = self.reg_dmabuf(sealed, PAGE + 100, 2 * PAGE)  # touches 3 pages
+            self.assertEqual(status, 0)
+            status, second = self.reg_dmabuf(sealed, 0, PAGE)
+            self.assertEqual(status, 0)
+            self.assertEqual(self.ways(), ({key: "shared", second: "shared"}, 2))  # a window each
+            # A new translation is refused (as mlx5); the MR stays as it was.
+            body = struct.pack("<IIQQQIIIIQQQ", self.pd, LOCAL_WRITE, 0, PAGE, 0, 0, REREG_CHANGE_TRANSLATION, key,
+                               0, 0, 0, 0)
+            self.assertEqual(self.c.call(REREG_MR, body)[0], EOPNOTSUPP)
+            self.assertEqual(self.c.call(DEREG_MR, struct.pack("<II", key, 0))[0], 0)
+            self.assertEqual(self.ways(), ({second: "shared"}, 1))
+            self.assertEqual(self.c.call(DEREG_MR, struct.pack("<II", second, 0))[0], 0)
+            self.assertEqual(self.ways(), ({}, 0))
+        finally:
+            for fd in (sealed, unsealed, r, w):
+                os.close(fd)
 
 
 class VerbsPart(unittest.TestCase):

@@ -1,6 +1,7 @@
 /* The rules of ibv_reg_mr(3) and its relatives, through stock libibverbs,
  * against a running uroced: run as `uroce exec -- mr_rules`. One line per
  * check; the exit status is the number of failures. */
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -91,10 +92,18 @@ static int child_isolation(struct ibv_device* dev, struct ibv_mr* mr, struct ibv
     f.mr.pd = pd;
     check_ret(ibv_dereg_mr(&f.mr), EINVAL, "child: ibv_dereg_mr of the parent's lkey");
 
-    struct ibv_pd fake_pd = *parent_pd;
-    fake_pd.context = ctx;
-    check_ptr(ibv_reg_mr(&fake_pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE), EINVAL, "child: ibv_reg_mr in the parent's PD");
-    check_ret(ibv_dealloc_pd(&fake_pd), EINVAL, "child: ibv_dealloc_pd of the parent's PD");
+    /* The provider's PD object is larger than ibv_pd (a plain PD or a
+     * parent domain): zeroed room after it, as for the MR, reads as a
+     * plain PD nothing else uses. */
+    struct {
+        struct ibv_pd pd;
+        char provider_part[256];
+    } fake_pd;
+    memset(&fake_pd, 0, sizeof fake_pd);
+    fake_pd.pd = *parent_pd;
+    fake_pd.pd.context = ctx;
+    check_ptr(ibv_reg_mr(&fake_pd.pd, buf, 4096, IBV_ACCESS_LOCAL_WRITE), EINVAL, "child: ibv_reg_mr in the parent's PD");
+    check_ret(ibv_dealloc_pd(&fake_pd.pd), EINVAL, "child: ibv_dealloc_pd of the parent's PD");
 
     struct ibv_mw fake_mw = *mw;
     fake_mw.context = ctx;
@@ -186,14 +195,20 @@ int main(void) {
         check_ret(ibv_dereg_mr(zb), 0, "ibv_dereg_mr of the ZERO_BASED MR");
     }
 
-    /* dma-buf: the fd travels to the daemon by SCM_RIGHTS. */
-    const int dfd = memfd_create("uroce-test-dmabuf", MFD_CLOEXEC);
+    /* dma-buf: the fd travels to the daemon by SCM_RIGHTS, which maps it
+     * (dmabuf_mr.c moves data through such MRs). A memfd sealed against
+     * shrinking stands in for a dma-buf; an unsealed one is refused as the
+     * kernel refuses a file that is no dma-buf. */
+    const int dfd = memfd_create("uroce-test-dmabuf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     check(dfd >= 0 && ftruncate(dfd, BUF_LEN) == 0, "a memfd stands in for a dma-buf");
-    struct ibv_mr* dm = check_ptr(ibv_reg_dmabuf_mr(pd, 0, BUF_LEN, 0, dfd, lw), 0, "ibv_reg_dmabuf_mr on a memfd");
+    check_ptr(ibv_reg_dmabuf_mr(pd, 0, BUF_LEN, 0, dfd, lw), EINVAL, "ibv_reg_dmabuf_mr on an unsealed memfd");
+    check(fcntl(dfd, F_ADD_SEALS, F_SEAL_SHRINK) == 0, "seal it against shrinking");
+    struct ibv_mr* dm = check_ptr(ibv_reg_dmabuf_mr(pd, 0, BUF_LEN, 0, dfd, lw), 0, "ibv_reg_dmabuf_mr on a sealed memfd");
     if (dm != NULL) {
         check_ret(ibv_dereg_mr(dm), 0, "ibv_dereg_mr of the dma-buf MR");
     }
     check_ptr(ibv_reg_dmabuf_mr(pd, 0, 0, 0, dfd, lw), EINVAL, "ibv_reg_dmabuf_mr of length 0");
+    check_ptr(ibv_reg_dmabuf_mr(pd, 4096, BUF_LEN, 0, dfd, lw), EINVAL, "ibv_reg_dmabuf_mr past the end of the buffer");
     close(dfd);
 
     /* Implicit ODP: the whole address space, on demand. libibverbs passes

@@ -437,6 +437,27 @@ TEST_F(SharedWay, AddSharedRefusesWhatItCannotMapSafely) {
     EXPECT_EQ(mem.way(addr_of(client), 1), Way::Copy);
 }
 
+// A dma-buf MR's window (tools/uroced/mr_registrations.h): addresses from
+// 2^63 up, which no process has, served by the mapping alone; the copying
+// way refuses them, so nothing outside the mapping is ever reached.
+TEST_F(SharedWay, AWindowPastUserAddressesIsServedByItsMappingOnly) {
+    const std::size_t page = page_size();
+    const std::uint64_t window = std::uint64_t{1} << 63;
+    ASSERT_EQ(mem.add_shared(window, 2 * page, fd, page), 0);  // the memfd's pages 1 and 2
+    EXPECT_EQ(mem.way(window, 2 * page), Way::Shared);
+    std::vector<std::uint8_t> src(3000);
+    fill(src.data(), src.size(), 17);
+    ASSERT_EQ(mem.write(window + 100, src.data(), src.size()), 0);
+    EXPECT_TRUE(filled(client + page + 100, src.size(), 17));  // landed in the file, one page in
+    std::uint8_t byte = 0;
+    EXPECT_EQ(mem.read(window + 2 * page, &byte, 1), EFAULT);  // past the window
+    EXPECT_EQ(mem.write(window + 2 * page - 1, src.data(), 2), EFAULT);
+    EXPECT_EQ(mem.counters().copy_ops, 0u);
+    mem.remove_shared(window, 2 * page);
+    EXPECT_EQ(mem.shared_mappings(), 0u);
+    EXPECT_EQ(mem.read(window, &byte, 1), EFAULT);
+}
+
 // Several MRs in one remapped range: one mapping, one reference each.
 TEST_F(SharedWay, NestedRangesOfTheSameFileShareOneMapping) {
     const std::size_t page = page_size();

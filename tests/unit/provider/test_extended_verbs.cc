@@ -14,6 +14,7 @@
 #include <string>
 
 #include "extended_rules.h"
+#include "parent_domain.h"
 #include "qp_ex_ops.h"
 #include "ring_fixture.h"
 #include "send_batch.h"
@@ -151,8 +152,15 @@ TEST(CqInitAttrEx, Rules) {
     a.flags = IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
     EXPECT_EQ(provider::check_cq_init_attr_ex(a, 1), EOPNOTSUPP);
     a.flags = 0;
-    a.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;
-    EXPECT_EQ(provider::check_cq_init_attr_ex(a, 1), EOPNOTSUPP);
+    a.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD;  // a parent domain is offered, but none is given
+    EXPECT_EQ(provider::check_cq_init_attr_ex(a, 1), EINVAL);
+    provider::Pd plain{};  // a protection domain is not a parent domain (as mlx5)
+    a.parent_domain = &plain.pd;
+    EXPECT_EQ(provider::check_cq_init_attr_ex(a, 1), EINVAL);
+    provider::Pd parent{};
+    parent.kind = provider::PdKind::Parent;
+    a.parent_domain = &parent.pd;
+    EXPECT_EQ(provider::check_cq_init_attr_ex(a, 1), 0);
     a.comp_mask = 0;
     for (const std::uint64_t f : {IBV_WC_EX_WITH_CVLAN, IBV_WC_EX_WITH_FLOW_TAG, IBV_WC_EX_WITH_TM_INFO}) {
         a.wc_flags = f;
