@@ -338,7 +338,8 @@ WcStatus Engine::walk_sges(const QueuePair& qp, std::span<const Sge> sges, std::
             continue;
         }
         const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, length - done);
-        const mr::Translation t = mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, device_writes, qp.qpn);
+        const mr::Translation t = mrs_.check_local(guard, MrKey{s.lkey}, PdHandle{qp.pd}, s.addr + offset, n, device_writes,
+                                                         Qpn{qp.qpn});
         if (!t.ok()) {
             return mr::info(t.status).wc_status;
         }

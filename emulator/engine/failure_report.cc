@@ -158,7 +158,7 @@ void Engine::note_refusal(const QueuePair& qp, wire::Psn psn, RequestFailure fai
         // A later packet of a WRITE is checked with the message's key at its own address.
         r.va = key->request.va;
         r.length = key->request.length;
-        r.rkey = key->request.rkey;
+        r.rkey = key->request.rkey.value();
         fill_diagnosis(r, key->diagnosis);
     }
     r.nak = qp.type == qp::QpType::Rc ? static_cast<std::int32_t>(outcome(failure).nak) : UROCE_EXPLAIN_NO_NAK;
