@@ -170,7 +170,7 @@ void Engine::note_error_completion(const uroce_cqe& cqe, const SendWqe* w) {
     if (!failure_observer_) {
         return;
     }
-    const QueuePair* qp = find_qp(cqe.qp_num);
+    const QueuePair* qp = find_qp(Qpn{cqe.qp_num});
     uroce_explain_record r{};
     r.kind = static_cast<std::uint32_t>(FailureKind::ErrorCompletion);
     r.qpn = cqe.qp_num;
