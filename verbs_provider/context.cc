@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "common/unique_fd.h"
 #include "provider.h"
 
 namespace uroce::provider {
@@ -150,15 +151,14 @@ void release(Context* ctx) {
     if (err == 0) {
         err = control_socket_path(device, path, sizeof path);
     }
-    int async_fd = -1;
+    UniqueFd async_pipe;  // closed here unless the context takes it
     if (err == 0) {
+        int async_fd = -1;
         err = ctx->link->open(path, async_fd);
+        async_pipe.reset(async_fd);
     }
     if (err == 0) {
         err = fetch_doorbell(*ctx->link, ctx->doorbell_fd);
-        if (err != 0) {
-            ::close(async_fd);
-        }
     }
     if (err != 0) {
         release(ctx);
@@ -168,7 +168,7 @@ void release(Context* ctx) {
     // ibv_open_device fails (ENOTTY) unless async_fd is set: with a kernel
     // it is the uverbs event file; here it is the daemon's pipe, whose
     // 16-byte records ibv_get_async_event reads.
-    ctx->vctx.context.async_fd = async_fd;
+    ctx->vctx.context.async_fd = async_pipe.release();
     ctx->vctx.context.num_comp_vectors = 1;
     pabi::verbs_set_ops(&ctx->vctx, &kContextOps);
     return &ctx->vctx;

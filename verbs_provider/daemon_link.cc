@@ -9,6 +9,7 @@
 
 #include <cerrno>
 
+#include "common/unique_fd.h"
 #include "memory_sharing.h"
 #include "provider.h"
 
@@ -40,21 +41,20 @@ int DaemonLink::open(const char* socket_path, int& async_fd) {
     }
     auto hello = request<uroce_ctrl_hello>(UROCE_CTRL_HELLO);
     hello.abi_version = UROCE_CTRL_VERSION;
+    const UniqueFd mem_file(process_files[0]);
+    const UniqueFd maps_file(process_files[1]);
     uroce_ctrl_hello_reply reply{};
-    err = client_.call_with_fds(&hello, sizeof hello, &reply, sizeof reply, process_files, &async_fd);
-    ::close(process_files[0]);
-    ::close(process_files[1]);
-    if (err == 0 && async_fd < 0) {
+    int received = -1;
+    err = client_.call_with_fds(&hello, sizeof hello, &reply, sizeof reply, process_files, &received);
+    UniqueFd async_pipe(received);
+    if (err == 0 && !async_pipe.valid()) {
         err = EPROTO;  // HELLO must pass the async-event pipe
     }
     if (err != 0) {
-        if (async_fd >= 0) {
-            ::close(async_fd);
-            async_fd = -1;
-        }
         client_.close();
         return client_.transport_failed() ? ENODEV : err;
     }
+    async_fd = async_pipe.release();
     return 0;
 }
 

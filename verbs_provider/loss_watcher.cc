@@ -73,12 +73,12 @@ void LossWatcher::unwatch(Cq* cq) {
 int LossWatcher::start(DaemonLink& link) {
     // A copy of the socket: the link closes its own when a request finds
     // the connection broken, and the number could then be reused.
-    socket_fd_ = link.dup_socket();
-    if (socket_fd_ < 0) {
+    socket_fd_.reset(link.dup_socket());
+    if (!socket_fd_.valid()) {
         return errno;
     }
-    stop_fd_ = ::eventfd(0, EFD_CLOEXEC);
-    if (stop_fd_ < 0) {
+    stop_fd_.reset(::eventfd(0, EFD_CLOEXEC));
+    if (!stop_fd_.valid()) {
         const int err = errno;
         close_fds();
         return err;
@@ -105,7 +105,7 @@ void LossWatcher::run(DaemonLink& link) {
     // The socket's POLLHUP/POLLRDHUP/POLLERR (a SEQPACKET peer that exited
     // or was killed) or the stop eventfd; POLLIN is not asked for, so replies
     // to the program's own requests do not wake the thread.
-    pollfd fds[2] = {{socket_fd_, POLLRDHUP, 0}, {stop_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{socket_fd_.get(), POLLRDHUP, 0}, {stop_fd_.get(), POLLIN, 0}};
     for (;;) {
         const int n = ::poll(fds, 2, -1);
         if (n < 0 && errno == EINTR) {
@@ -132,19 +132,15 @@ void LossWatcher::stop() {
     }
     state_ = State::Stopped;
     const std::uint64_t one = 1;
-    [[maybe_unused]] const ssize_t w = ::write(stop_fd_, &one, sizeof one);
+    [[maybe_unused]] const ssize_t w = ::write(stop_fd_.get(), &one, sizeof one);
     lock.unlock();  // the thread takes the mutex to write its events
     thread_.join();
     close_fds();
 }
 
 void LossWatcher::close_fds() {
-    for (int* fd : {&socket_fd_, &stop_fd_}) {
-        if (*fd >= 0) {
-            ::close(*fd);
-            *fd = -1;
-        }
-    }
+    socket_fd_.reset();
+    stop_fd_.reset();
 }
 
 }  // namespace uroce::provider

@@ -4,6 +4,8 @@
 // exports only uroce_dv_* (tests/integration/provider/check_exports.py).
 #include "memory_sharing.h"
 
+#include "common/unique_fd.h"
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
@@ -171,14 +173,14 @@ bool parse_vma(Text line, Vma& v) {
 // read or parsed.
 template <typename Visit>
 bool for_each_vma(char* buffer, Visit visit) {
-    const int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    const UniqueFd maps(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
+    if (!maps.valid()) {
         return false;
     }
     bool ok = true;
     std::size_t filled = 0;
     for (bool more = true; more && ok;) {
-        const ssize_t got = ::read(fd, buffer + filled, kMapsBufferBytes - filled);
+        const ssize_t got = ::read(maps.get(), buffer + filled, kMapsBufferBytes - filled);
         if (got < 0 && errno == EINTR) {
             continue;
         }
@@ -214,7 +216,6 @@ bool for_each_vma(char* buffer, Visit visit) {
         std::memmove(buffer, p, rest);
         filled = rest;
     }
-    ::close(fd);
     return ok;
 }
 
@@ -311,10 +312,11 @@ Query query_vma(int maps, std::uint64_t addr, std::uint64_t flags, Vma& v) {
 // overlapping mapping starts (all that is asked of it: a guard page under a
 // stack). Unsupported on kernels before 6.11.
 Query query_vmas(std::uint64_t from, std::uint64_t to, std::vector<Vma>& overlapping, Vma& below) {
-    const int maps = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (maps < 0) {
+    const UniqueFd maps_file(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
+    if (!maps_file.valid()) {
         return Query::None;
     }
+    const int maps = maps_file.get();
     Query result = Query::Found;
     Vma v;
     for (std::uint64_t at = from; at < to;) {
@@ -332,7 +334,6 @@ Query query_vmas(std::uint64_t from, std::uint64_t to, std::vector<Vma>& overlap
     if (result == Query::Found && first > 0 && query_vma(maps, first - 1, 0, v) == Query::Found && v.end == first) {
         below = v;
     }
-    ::close(maps);
     return result;
 }
 
@@ -471,17 +472,13 @@ MemorySharing::~MemorySharing() {
             older_->newer_ = newer_;
         }
     }
-    for (const auto& [token, r] : ranges_) {
-        if (r.fd >= 0) {
-            ::close(r.fd);
-        }
-    }
+    ranges_.clear();  // closes every memfd
 }
 
 std::size_t MemorySharing::ranges_held() const {
     std::lock_guard lock(mutex_);
     return static_cast<std::size_t>(
-        std::count_if(ranges_.begin(), ranges_.end(), [](const auto& e) { return e.second.fd >= 0; }));
+        std::count_if(ranges_.begin(), ranges_.end(), [](const auto& e) { return e.second.fd.valid(); }));
 }
 
 SharedMemory MemorySharing::share(const void* addr, std::size_t length, bool keep_from_fork) {
@@ -556,31 +553,30 @@ SharedMemory MemorySharing::reuse(Ranges::iterator it) {
     // The application may have closed our descriptor (closing "all fds"),
     // and the number may now be one of its own files: then it is not ours
     // to send, nor to close.
-    if (!same_file(r.fd, r.dev, r.ino)) {
-        r.fd = -1;
+    if (!same_file(r.fd.get(), r.dev, r.ino)) {
+        static_cast<void>(r.fd.release());
         forget(it);
         return {};
     }
     ++r.refs;
-    return SharedMemory{r.fd, r.start, r.length, 0, it->first};
+    return SharedMemory{r.fd.get(), r.start, r.length, 0, it->first};
 }
 
 SharedMemory MemorySharing::remap(std::uint64_t start, std::uint64_t length, bool keep_from_fork) {
-    const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
+    UniqueFd memfd(::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!memfd.valid()) {
         return {};
     }
+    const int fd = memfd.get();
     // A fixed size: the daemon maps it too, and a file shrinking under its
     // mapping would raise SIGBUS there (the daemon refuses unsealed files).
     struct stat st {};
     if (::ftruncate(fd, static_cast<off_t>(length)) != 0 ||
         ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0 || ::fstat(fd, &st) != 0) {
-        ::close(fd);
         return {};
     }
     void* staging = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (staging == MAP_FAILED) {
-        ::close(fd);
         return {};
     }
     copy_pages(static_cast<std::uint8_t*>(staging), static_cast<const std::uint8_t*>(as_pointer(start)), length);
@@ -591,7 +587,6 @@ SharedMemory MemorySharing::remap(std::uint64_t start, std::uint64_t length, boo
     void* placed = ::mmap(as_pointer(start), length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0);
     ::munmap(staging, length);
     if (placed == MAP_FAILED) {
-        ::close(fd);
         return {};
     }
     if (keep_from_fork) {
@@ -601,7 +596,7 @@ SharedMemory MemorySharing::remap(std::uint64_t start, std::uint64_t length, boo
     Range& r = ranges_[token];
     r.start = start;
     r.length = length;
-    r.fd = fd;
+    r.fd = std::move(memfd);
     r.dev = st.st_dev;
     r.ino = st.st_ino;
     r.refs = 1;
@@ -618,7 +613,7 @@ void MemorySharing::release(std::uint64_t token) {
     if (--r.refs > 0) {
         return;
     }
-    if (!r.live || r.fd < 0) {
+    if (!r.live || !r.fd.valid()) {
         drop(it);
         return;
     }
@@ -648,10 +643,7 @@ void MemorySharing::forget(Ranges::iterator it) {
 }
 
 void MemorySharing::drop(Ranges::iterator it) {
-    if (it->second.fd >= 0) {
-        ::close(it->second.fd);
-    }
-    ranges_.erase(it);
+    ranges_.erase(it);  // closes its memfd
 }
 
 bool MemorySharing::make_room() {
@@ -673,8 +665,8 @@ bool MemorySharing::make_room() {
 
 int MemorySharing::fd_of(dev_t dev, ino_t ino) const {
     for (const auto& [token, r] : ranges_) {
-        if (r.fd >= 0 && r.dev == dev && r.ino == ino) {
-            return r.fd;
+        if (r.fd.valid() && r.dev == dev && r.ino == ino) {
+            return r.fd.get();
         }
     }
     return -1;
@@ -747,12 +739,7 @@ void MemorySharing::privatise_in_child() {
         }
     }
     for (MemorySharing* m = newest_instance; m != nullptr; m = m->older_) {
-        for (const auto& [token, r] : m->ranges_) {
-            if (r.fd >= 0) {
-                ::close(r.fd);
-            }
-        }
-        m->ranges_.clear();
+        m->ranges_.clear();  // closes their memfds
     }
     unlock_all();
 }
@@ -777,17 +764,18 @@ bool share_memory_setting(const char* value) {
 }
 
 int open_process_files(int& mem_fd, int& maps_fd) {
-    mem_fd = ::open("/proc/self/mem", O_RDWR | O_CLOEXEC);
-    if (mem_fd < 0) {
+    mem_fd = -1;
+    maps_fd = -1;
+    UniqueFd mem(::open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+    if (!mem.valid()) {
         return errno;
     }
-    maps_fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-    if (maps_fd < 0) {
-        const int err = errno;
-        ::close(mem_fd);
-        mem_fd = -1;
-        return err;
+    UniqueFd maps(::open("/proc/self/maps", O_RDONLY | O_CLOEXEC));
+    if (!maps.valid()) {
+        return errno;  // read before `mem` closes
     }
+    mem_fd = mem.release();
+    maps_fd = maps.release();
     return 0;
 }
 

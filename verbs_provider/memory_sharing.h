@@ -47,6 +47,8 @@
 #include <map>
 #include <mutex>
 
+#include "common/unique_fd.h"
+
 namespace uroce::provider {
 
 // What a REG_MR request carries with UROCE_REG_SHARED (control.h).
@@ -90,7 +92,7 @@ private:
     struct Range {
         std::uint64_t start = 0;
         std::uint64_t length = 0;
-        int fd = -1;
+        UniqueFd fd;               // the memfd (invalid: none, or not ours any more)
         dev_t dev = 0;             // the memfd's identity, to recognise it
         ino_t ino = 0;             //   in /proc/self/maps
         std::uint32_t refs = 0;

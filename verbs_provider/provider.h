@@ -19,6 +19,7 @@
 
 #include "abi/control.h"
 #include "abi/control_client.h"
+#include "common/unique_fd.h"
 #include "completion_ring.h"
 #include "pabi34.h"
 #include "parent_domain.h"
@@ -147,8 +148,8 @@ private:
     State state_ = State::Idle;
     std::vector<Cq*> cqs_;
     std::thread thread_;
-    int socket_fd_ = -1;  // our copy of the control socket
-    int stop_fd_ = -1;    // eventfd: stop() wakes the thread
+    UniqueFd socket_fd_;  // our copy of the control socket
+    UniqueFd stop_fd_;    // eventfd: stop() wakes the thread
 };
 
 // A CQ's flushed completions, handed out after the real ones.

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <new>
 
+#include "common/unique_fd.h"
 #include "mr/relaxed_client.h"
 #include "mr/relaxed_pool.h"
 #include "provider.h"
@@ -76,11 +77,10 @@ Pool* pool_for(RelaxedPools& pools, ibv_pd* pd, int& err) {
     if (err != 0) {
         return nullptr;
     }
+    const UniqueFd pool_file(fd);  // the mapping keeps the memory; the file is not needed after mmap
     const std::size_t bytes = mr::relaxed_pool_bytes(kPoolCapacity);
-    void* mem = fd < 0 ? MAP_FAILED : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (fd >= 0) {
-        ::close(fd);
-    }
+    void* mem = !pool_file.valid() ? MAP_FAILED
+                                   : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pool_file.get(), 0);
     if (mem == MAP_FAILED) {
         err = EPROTO;
         return nullptr;

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/unique_fd.h"
 #include "sanitizer_tracker.h"
 
 namespace uroce::provider::sanitizer {
@@ -56,10 +57,9 @@ void emit(Mode mode, Finding finding, const std::string& text) {
         "uroce-sanitizer[" + std::to_string(::getpid()) + "]: " + finding_name(finding) + ": " + text + "\n";
     write_line(STDERR_FILENO, line);
     if (const char* path = std::getenv("UROCE_SANITIZE_LOG"); path != nullptr && *path != '\0') {
-        const int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-        if (fd >= 0) {
-            write_line(fd, line);
-            ::close(fd);
+        const UniqueFd log(::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+        if (log.valid()) {
+            write_line(log.get(), line);
         }
     }
     if (mode == Mode::Abort) {

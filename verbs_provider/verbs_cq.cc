@@ -48,14 +48,13 @@ int channel_notify_fd(ibv_comp_channel* channel) {
 }  // namespace
 
 void* map_ring(int fd, std::uint64_t bytes) {
+    UniqueFd ring_file(fd);  // the mapping keeps the ring; the file is closed either way
     void* mem = MAP_FAILED;
-    if (fd >= 0 && bytes != 0) {
-        mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (ring_file.valid() && bytes != 0) {
+        mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ring_file.get(), 0);
     }
-    const int err = mem == MAP_FAILED ? (fd < 0 ? EPROTO : errno) : 0;
-    if (fd >= 0) {
-        ::close(fd);
-    }
+    const int err = mem == MAP_FAILED ? (ring_file.valid() ? errno : EPROTO) : 0;
+    ring_file.reset();
     if (mem == MAP_FAILED) {
         errno = err;
         return nullptr;

@@ -22,9 +22,9 @@ Created QueueObjects::create_cq(std::uint32_t owner, std::uint32_t& cqe) {
     return {0, h};
 }
 
-int QueueObjects::destroy_cq(std::uint32_t owner, std::uint32_t cq) {
+int QueueObjects::destroy_cq(std::uint32_t owner, CqHandle cq) {
     std::lock_guard lock(mutex_);
-    auto it = cqs_.find(cq);
+    auto it = cqs_.find(cq.value());
     if (it == cqs_.end() || it->second.owner != owner) {
         return EINVAL;
     }
@@ -55,9 +55,9 @@ Created QueueObjects::create_srq(std::uint32_t owner, std::uint32_t pd, SrqAttr&
     return {0, h};
 }
 
-int QueueObjects::modify_srq(std::uint32_t owner, std::uint32_t srq, std::uint32_t mask, const SrqAttr& attr) {
+int QueueObjects::modify_srq(std::uint32_t owner, SrqHandle srq, std::uint32_t mask, const SrqAttr& attr) {
     std::lock_guard lock(mutex_);
-    auto it = srqs_.find(srq);
+    auto it = srqs_.find(srq.value());
     if (it == srqs_.end() || it->second.owner != owner) {
         return EINVAL;
     }
@@ -84,9 +84,9 @@ int QueueObjects::modify_srq(std::uint32_t owner, std::uint32_t srq, std::uint32
     return 0;
 }
 
-int QueueObjects::query_srq(std::uint32_t owner, std::uint32_t srq, SrqAttr& attr) const {
+int QueueObjects::query_srq(std::uint32_t owner, SrqHandle srq, SrqAttr& attr) const {
     std::lock_guard lock(mutex_);
-    auto it = srqs_.find(srq);
+    auto it = srqs_.find(srq.value());
     if (it == srqs_.end() || it->second.owner != owner) {
         return EINVAL;
     }
@@ -94,9 +94,9 @@ int QueueObjects::query_srq(std::uint32_t owner, std::uint32_t srq, SrqAttr& att
     return 0;
 }
 
-int QueueObjects::destroy_srq(std::uint32_t owner, std::uint32_t srq) {
+int QueueObjects::destroy_srq(std::uint32_t owner, SrqHandle srq) {
     std::lock_guard lock(mutex_);
-    auto it = srqs_.find(srq);
+    auto it = srqs_.find(srq.value());
     if (it == srqs_.end() || it->second.owner != owner) {
         return EINVAL;
     }
@@ -217,10 +217,10 @@ Created QueueObjects::create_qp(std::uint32_t owner, QpCreate& c) {
     return {0, qpn};
 }
 
-int QueueObjects::modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_t mask, const qp::QpAttr& attr,
+int QueueObjects::modify_qp(std::uint32_t owner, Qpn qpn, std::uint32_t mask, const qp::QpAttr& attr,
                             const char*& reason) {
     std::lock_guard lock(mutex_);
-    auto it = qps_.find(qpn);
+    auto it = qps_.find(qpn.value());
     if (it == qps_.end() || !may_use(it->second, owner)) {
         reason = "no such QP of this client";
         return EINVAL;
@@ -239,17 +239,17 @@ int QueueObjects::modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_
     return 0;
 }
 
-void QueueObjects::set_state_from_engine(std::uint32_t qpn, qp::QpState state) {
+void QueueObjects::set_state_from_engine(Qpn qpn, qp::QpState state) {
     std::lock_guard lock(mutex_);
-    if (auto it = qps_.find(qpn); it != qps_.end()) {
+    if (auto it = qps_.find(qpn.value()); it != qps_.end()) {
         it->second.attr.state = state;
         it->second.attr.cur_state = state;
     }
 }
 
-std::optional<qp::QpAttr> QueueObjects::query_qp(std::uint32_t owner, std::uint32_t qpn) const {
+std::optional<qp::QpAttr> QueueObjects::query_qp(std::uint32_t owner, Qpn qpn) const {
     std::lock_guard lock(mutex_);
-    auto it = qps_.find(qpn);
+    auto it = qps_.find(qpn.value());
     if (it == qps_.end() || !may_use(it->second, owner)) {
         return std::nullopt;
     }
@@ -273,9 +273,9 @@ void QueueObjects::release_qp_refs(const Qp& q) {
     pds_.unref(q.pd);
 }
 
-int QueueObjects::destroy_qp(std::uint32_t owner, std::uint32_t qpn) {
+int QueueObjects::destroy_qp(std::uint32_t owner, Qpn qpn) {
     std::lock_guard lock(mutex_);
-    auto it = qps_.find(qpn);
+    auto it = qps_.find(qpn.value());
     if (it == qps_.end() || !may_use(it->second, owner)) {
         return EINVAL;
     }

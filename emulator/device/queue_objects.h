@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/ids.h"
 #include "mr/pd_table.h"
 #include "qp/qp_attr.h"
 #include "qp/qp_state_machine.h"
@@ -107,12 +108,12 @@ public:
 
     // `cqe` in: entries asked for (1..max_cqe); out: granted.
     Created create_cq(std::uint32_t owner, std::uint32_t& cqe);
-    int destroy_cq(std::uint32_t owner, std::uint32_t cq);  // EBUSY while a QP uses it
+    int destroy_cq(std::uint32_t owner, CqHandle cq);  // EBUSY while a QP uses it
 
     Created create_srq(std::uint32_t owner, std::uint32_t pd, SrqAttr& attr);
-    int modify_srq(std::uint32_t owner, std::uint32_t srq, std::uint32_t mask, const SrqAttr& attr);
-    int query_srq(std::uint32_t owner, std::uint32_t srq, SrqAttr& attr) const;
-    int destroy_srq(std::uint32_t owner, std::uint32_t srq);  // EBUSY while a QP uses it
+    int modify_srq(std::uint32_t owner, SrqHandle srq, std::uint32_t mask, const SrqAttr& attr);
+    int query_srq(std::uint32_t owner, SrqHandle srq, SrqAttr& attr) const;
+    int destroy_srq(std::uint32_t owner, SrqHandle srq);  // EBUSY while a QP uses it
 
     Created create_ah(std::uint32_t owner, std::uint32_t pd, const qp::AhAttr& attr);
     int destroy_ah(std::uint32_t owner, std::uint32_t ah);
@@ -129,8 +130,7 @@ public:
     // The domain a reference of `owner` names (0: none), for the data path.
     [[nodiscard]] std::uint32_t xrc_domain(std::uint32_t owner, std::uint32_t xrcd) const;
     // An SRQ of type XRC in the domain of reference `xrcd`, completing into `cq`.
-    Created create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std::uint32_t xrcd, std::uint32_t cq,
-                           SrqAttr& attr);
+    Created create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std::uint32_t xrcd, CqHandle cq, SrqAttr& attr);
     // An XRC target QP of the domain of reference `xrcd`: no PD, CQ or rings.
     // It belongs to no client: each create or open_xrc_tgt is a handle of its
     // opener's, destroy_qp closes one, and the last close destroys the QP
@@ -140,7 +140,7 @@ public:
     Created create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint64_t cookie = 0);
     // ibv_open_qp(3): one more handle on target QP `qpn` of the domain of
     // reference `xrcd`; EINVAL when `qpn` is no target QP of that domain.
-    int open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn, std::uint64_t cookie = 0);
+    int open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, Qpn qpn, std::uint64_t cookie = 0);
     // The handles on target QP `qpn` (none when it is no target QP): a
     // shared QP's async events go to every one of them, as the kernel's
     // __ib_shared_qp_event_handler calls each opener's handler.
@@ -148,19 +148,18 @@ public:
     // Closes every target-QP handle of `owner` (a departing client); returns
     // the QPNs whose last handle that was, now destroyed.
     std::vector<std::uint32_t> close_xrc_tgts_of(std::uint32_t owner);
-    [[nodiscard]] bool qp_exists(std::uint32_t qpn) const;
+    [[nodiscard]] bool qp_exists(Qpn qpn) const;
 
     // `c.cap` is updated to what was granted.
     Created create_qp(std::uint32_t owner, QpCreate& c);
     // 0 or EINVAL (the reason, for logs, in `reason`).
-    int modify_qp(std::uint32_t owner, std::uint32_t qpn, std::uint32_t mask, const qp::QpAttr& attr,
-                  const char*& reason);
-    [[nodiscard]] std::optional<qp::QpAttr> query_qp(std::uint32_t owner, std::uint32_t qpn) const;
+    int modify_qp(std::uint32_t owner, Qpn qpn, std::uint32_t mask, const qp::QpAttr& attr, const char*& reason);
+    [[nodiscard]] std::optional<qp::QpAttr> query_qp(std::uint32_t owner, Qpn qpn) const;
     // The data path moved a QP to a state on its own (ERR after a fatal
     // completion error, IBA 10.3.1): keep the record the state machine checks
     // against in step.
-    void set_state_from_engine(std::uint32_t qpn, qp::QpState state);
-    int destroy_qp(std::uint32_t owner, std::uint32_t qpn);
+    void set_state_from_engine(Qpn qpn, qp::QpState state);
+    int destroy_qp(std::uint32_t owner, Qpn qpn);
 
     // Destroys every object of `owner` (QPs first); returns how many.
     std::size_t destroy_owner(std::uint32_t owner);

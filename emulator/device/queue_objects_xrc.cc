@@ -106,7 +106,7 @@ std::uint32_t QueueObjects::xrc_domain(std::uint32_t owner, std::uint32_t xrcd) 
     return it == xrcd_refs_.end() || it->second.owner != owner ? 0 : it->second.domain;
 }
 
-Created QueueObjects::create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std::uint32_t xrcd, std::uint32_t cq,
+Created QueueObjects::create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std::uint32_t xrcd, CqHandle cq,
                                      SrqAttr& attr) {
     std::uint32_t domain = xrc_domain(owner, xrcd);
     Created made = create_srq(owner, pd, attr);
@@ -114,7 +114,7 @@ Created QueueObjects::create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std:
         return made;
     }
     std::lock_guard lock(mutex_);
-    auto c = cqs_.find(cq);
+    auto c = cqs_.find(cq.value());
     auto d = domains_.find(domain);
     if (c == cqs_.end() || c->second.owner != owner || domain == 0 || d == domains_.end()) {
         auto s = srqs_.find(made.handle);
@@ -128,7 +128,7 @@ Created QueueObjects::create_xrc_srq(std::uint32_t owner, std::uint32_t pd, std:
     Srq& s = srqs_[made.handle];
     s.xrc_domain = domain;
     s.xrcd_ref = xrcd;
-    s.cq = cq;
+    s.cq = cq.value();
     return made;
 }
 
@@ -153,10 +153,10 @@ Created QueueObjects::create_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, st
     return {0, qpn};
 }
 
-int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, std::uint32_t qpn, std::uint64_t cookie) {
+int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, Qpn qpn, std::uint64_t cookie) {
     std::lock_guard lock(mutex_);
     auto r = xrcd_refs_.find(xrcd);
-    auto q = qps_.find(qpn);
+    auto q = qps_.find(qpn.value());
     // ib_open_qp: the QPN must name a target QP of this very domain.
     if (r == xrcd_refs_.end() || r->second.owner != owner || q == qps_.end() ||
         q->second.type != qp::QpType::XrcTgt || q->second.xrc_domain != r->second.domain) {
@@ -199,9 +199,9 @@ std::vector<SharedQpHandle> QueueObjects::xrc_tgt_handles(std::uint32_t qpn) con
     return out;
 }
 
-bool QueueObjects::qp_exists(std::uint32_t qpn) const {
+bool QueueObjects::qp_exists(Qpn qpn) const {
     std::lock_guard lock(mutex_);
-    return qps_.contains(qpn);
+    return qps_.contains(qpn.value());
 }
 
 }  // namespace uroce::device

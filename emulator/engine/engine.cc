@@ -33,7 +33,7 @@ Engine::~Engine() {
 
 // ---- objects ----
 
-void Engine::add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie,
+void Engine::add_cq(CqHandle handle, ClientId owner, CqRing ring, int channel_fd, std::uint64_t cookie,
                     CompletionStamp stamp) {
     if (channel_fd >= 0) {
         // Never block the engine on a client that stopped reading events.
@@ -43,11 +43,11 @@ void Engine::add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int 
         }
     }
     remove_cq(handle);
-    cqs_[handle] = CompletionQueue{owner, ring, channel_fd, cookie, 0, false, stamp};
+    cqs_[handle.value()] = CompletionQueue{owner.value(), ring, channel_fd, cookie, 0, false, stamp};
 }
 
-void Engine::remove_cq(std::uint32_t handle) {
-    if (auto it = cqs_.find(handle); it != cqs_.end()) {
+void Engine::remove_cq(CqHandle handle) {
+    if (auto it = cqs_.find(handle.value()); it != cqs_.end()) {
         if (it->second.channel_fd >= 0) {
             ::close(it->second.channel_fd);
         }
@@ -55,8 +55,8 @@ void Engine::remove_cq(std::uint32_t handle) {
     }
 }
 
-int Engine::resize_cq(std::uint32_t handle, CqRing ring) {
-    auto it = cqs_.find(handle);
+int Engine::resize_cq(CqHandle handle, CqRing ring) {
+    auto it = cqs_.find(handle.value());
     if (it == cqs_.end() || !it->second.ring.move_unread_to(ring)) {
         return EINVAL;
     }
@@ -64,18 +64,18 @@ int Engine::resize_cq(std::uint32_t handle, CqRing ring) {
     return 0;
 }
 
-void Engine::add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring,
-                     std::uint64_t cookie, std::uint32_t limit, XrcSrq xrc) {
-    srqs_[handle] = SharedReceiveQueue{owner, pd, ring, cookie, limit, 0, {}, xrc};
+void Engine::add_srq(SrqHandle handle, ClientId owner, PdHandle pd, WorkRing ring, std::uint64_t cookie,
+                     std::uint32_t limit, XrcSrq xrc) {
+    srqs_[handle.value()] = SharedReceiveQueue{owner.value(), pd.value(), ring, cookie, limit, 0, {}, xrc};
 }
 
-void Engine::set_srq_limit(std::uint32_t handle, std::uint32_t limit) {
-    if (auto it = srqs_.find(handle); it != srqs_.end()) {
+void Engine::set_srq_limit(SrqHandle handle, std::uint32_t limit) {
+    if (auto it = srqs_.find(handle.value()); it != srqs_.end()) {
         it->second.limit = limit;
     }
 }
 
-void Engine::remove_srq(std::uint32_t handle) { srqs_.erase(handle); }
+void Engine::remove_srq(SrqHandle handle) { srqs_.erase(handle.value()); }
 
 void Engine::add_ah(std::uint32_t handle, const qp::AhAttr& attr) { ahs_[handle] = attr; }
 
@@ -111,8 +111,8 @@ void Engine::rebuild_order() {
     next_turn_ = 0;
 }
 
-void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask) {
-    auto it = qps_.find(qpn);
+void Engine::modify_qp(Qpn qpn, const qp::QpAttr& attr, std::uint32_t mask) {
+    auto it = qps_.find(qpn.value());
     if (it == qps_.end()) {
         return;
     }
@@ -151,7 +151,7 @@ void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t 
         const std::uint32_t sq_producer = qp.sq.valid() ? qp.sq.producer() : 0;
         const std::uint32_t rq_producer = qp.rq.valid() ? qp.rq.producer() : 0;
         add_qp(s);
-        QueuePair& fresh = *qps_[qpn];
+        QueuePair& fresh = *qps_[qpn.value()];
         fresh.attr = attr;
         fresh.fetched = fresh.retired = fresh.sending = sq_producer;
         if (fresh.sq.valid()) {
@@ -170,16 +170,16 @@ void Engine::modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t 
     }
 }
 
-std::optional<qp::QpState> Engine::qp_state(std::uint32_t qpn) const {
-    if (auto it = qps_.find(qpn); it != qps_.end()) {
+std::optional<qp::QpState> Engine::qp_state(Qpn qpn) const {
+    if (auto it = qps_.find(qpn.value()); it != qps_.end()) {
         return it->second->attr.state;
     }
     return std::nullopt;
 }
 
-void Engine::remove_qp(std::uint32_t qpn) {
-    multicast_.detach_all(qpn);
-    qps_.erase(qpn);
+void Engine::remove_qp(Qpn qpn) {
+    multicast_.detach_all(qpn.value());
+    qps_.erase(qpn.value());
     rebuild_order();
 }
 
@@ -338,7 +338,8 @@ WcStatus Engine::walk_sges(const QueuePair& qp, std::span<const Sge> sges, std::
             continue;
         }
         const std::uint64_t n = std::min<std::uint64_t>(s.length - offset, length - done);
-        const mr::Translation t = mrs_.check_local(guard, s.lkey, qp.pd, s.addr + offset, n, device_writes, qp.qpn);
+        const mr::Translation t = mrs_.check_local(guard, MrKey{s.lkey}, PdHandle{qp.pd}, s.addr + offset, n, device_writes,
+                                                         Qpn{qp.qpn});
         if (!t.ok()) {
             return mr::info(t.status).wc_status;
         }

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/ids.h"
 #include "device/gid_table.h"
 #include "dma/client_memory.h"
 #include "engine/drop_reason.h"
@@ -49,7 +50,7 @@ enum class ReadAsking : std::uint8_t {
 // An XRC SRQ's domain and CQ (add_srq); domain 0: an ordinary SRQ.
 struct XrcSrq {
     std::uint32_t domain = 0;
-    std::uint32_t cq = 0;
+    CqHandle cq;
 };
 
 // Where built frames go: the port through neighbour resolution, or a test.
@@ -149,27 +150,27 @@ public:
     // `cookie` for each completion event.
     // `stamp`: whether its CQEs carry the time they were written
     // (abi/control.h UROCE_CQ_TIMESTAMPS).
-    void add_cq(std::uint32_t handle, std::uint32_t owner, CqRing ring, int channel_fd, std::uint64_t cookie,
+    void add_cq(CqHandle handle, ClientId owner, CqRing ring, int channel_fd, std::uint64_t cookie,
                 CompletionStamp stamp = CompletionStamp::None);
-    void remove_cq(std::uint32_t handle);
+    void remove_cq(CqHandle handle);
     // ibv_resize_cq: CQ `handle` continues in `ring`, with the completions
     // not yet polled from the old one. 0, or EINVAL (unknown CQ, or the
     // unpolled completions do not fit).
-    int resize_cq(std::uint32_t handle, CqRing ring);
-    void add_srq(std::uint32_t handle, std::uint32_t owner, std::uint32_t pd, WorkRing ring, std::uint64_t cookie,
+    int resize_cq(CqHandle handle, CqRing ring);
+    void add_srq(SrqHandle handle, ClientId owner, PdHandle pd, WorkRing ring, std::uint64_t cookie,
                  std::uint32_t limit, XrcSrq xrc = {});
     // IBV_SRQ_LIMIT: arms the limit event (0 disarms).
-    void set_srq_limit(std::uint32_t handle, std::uint32_t limit);
-    void remove_srq(std::uint32_t handle);
+    void set_srq_limit(SrqHandle handle, std::uint32_t limit);
+    void remove_srq(SrqHandle handle);
     void add_ah(std::uint32_t handle, const qp::AhAttr& attr);
     void remove_ah(std::uint32_t handle);
     void add_qp(const QpSetup& setup);
     // After QueueObjects accepted ibv_modify_qp: `attr` is the QP's whole
     // new attribute set, `mask` what changed.
-    void modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask);
+    void modify_qp(Qpn qpn, const qp::QpAttr& attr, std::uint32_t mask);
     // Current attributes the engine moved on its own (state to ERR, SQE).
-    [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const;
-    void remove_qp(std::uint32_t qpn);
+    [[nodiscard]] std::optional<qp::QpState> qp_state(Qpn qpn) const;
+    void remove_qp(Qpn qpn);
     // ibv_attach_mcast / ibv_detach_mcast (multicast_groups.h): the caller
     // checked that the QP is UD and the GID a group; remove_qp detaches.
     [[nodiscard]] MulticastGroups& multicast() { return multicast_; }
@@ -195,8 +196,8 @@ public:
     }
     [[nodiscard]] std::size_t qp_count() const { return qps_.size(); }
     // The engine's state of one QP, for stats and tests (nullptr: no such QP).
-    [[nodiscard]] const QueuePair* find_qp(std::uint32_t qpn) const {
-        auto it = qps_.find(qpn);
+    [[nodiscard]] const QueuePair* find_qp(Qpn qpn) const {
+        auto it = qps_.find(qpn.value());
         return it == qps_.end() ? nullptr : it->second.get();
     }
 

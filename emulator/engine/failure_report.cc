@@ -158,7 +158,7 @@ void Engine::note_refusal(const QueuePair& qp, wire::Psn psn, RequestFailure fai
         // A later packet of a WRITE is checked with the message's key at its own address.
         r.va = key->request.va;
         r.length = key->request.length;
-        r.rkey = key->request.rkey;
+        r.rkey = key->request.rkey.value();
         fill_diagnosis(r, key->diagnosis);
     }
     r.nak = qp.type == qp::QpType::Rc ? static_cast<std::int32_t>(outcome(failure).nak) : UROCE_EXPLAIN_NO_NAK;
@@ -170,7 +170,7 @@ void Engine::note_error_completion(const uroce_cqe& cqe, const SendWqe* w) {
     if (!failure_observer_) {
         return;
     }
-    const QueuePair* qp = find_qp(cqe.qp_num);
+    const QueuePair* qp = find_qp(Qpn{cqe.qp_num});
     uroce_explain_record r{};
     r.kind = static_cast<std::uint32_t>(FailureKind::ErrorCompletion);
     r.qpn = cqe.qp_num;

@@ -507,14 +507,14 @@ RequestFailure Engine::check_lengths(const QueuePair& qp, const wire::Packet& p)
 RequestFailure Engine::check_remote_key(const QueuePair& qp, EpochGuard& guard, const RemoteKeyUse& use,
                                         mr::Translation& out) {
     mr::RemoteRequest rr;
-    rr.pd = qp.pd;
-    rr.qpn = qp.qpn;
+    rr.pd = PdHandle{qp.pd};
+    rr.qpn = Qpn{qp.qpn};
     rr.qp_access = qp.attr.qp_access_flags;
     if (use.peer != nullptr) {
         rr.peer.gid = *use.peer;
         rr.peer.qpn = qp.attr.dest_qp_num;
     }
-    rr.rkey = use.rkey;
+    rr.rkey = MrKey{use.rkey};
     rr.op = use.op;
     rr.va = use.va;
     rr.length = use.length;

@@ -30,7 +30,7 @@ RequestFailure Engine::select_xrc_srq(QueuePair& qp, const wire::Packet& p) {
     }
     const SharedReceiveQueue& srq = it->second;
     qp.srq = srqn;
-    qp.recv_cq = srq.xrc.cq;
+    qp.recv_cq = srq.xrc.cq.value();
     qp.pd = srq.pd;
     qp.xrc_srq_owner = srq.owner;
     return RequestFailure::None;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "common/ids.h"
+
 namespace uroce::mr {
 
 constexpr std::uint32_t kIndexBits = 24;
@@ -16,5 +18,7 @@ constexpr std::uint32_t kMaxIndex = (1u << kIndexBits) - 1;
 }
 [[nodiscard]] constexpr std::uint32_t key_index(std::uint32_t key) { return key >> 8; }
 [[nodiscard]] constexpr std::uint8_t key_byte(std::uint32_t key) { return static_cast<std::uint8_t>(key & 0xFF); }
+[[nodiscard]] constexpr std::uint32_t key_index(MrKey key) { return key_index(key.value()); }
+[[nodiscard]] constexpr std::uint8_t key_byte(MrKey key) { return key_byte(key.value()); }
 
 }  // namespace uroce::mr

@@ -58,9 +58,8 @@ Translation translate(const Descriptor* d, const View& v, std::uint64_t addr, st
 // Checklist for a local SGE (IBA 10.6, memory protection): the lkey names a live MR
 // (entry present, key byte equal, an MR and not a window); the MR is in the
 // QP's PD; LOCAL_WRITE if the device writes into it; the range lies inside.
-Translation MrTable::check_local(const EpochGuard& /*guard*/, std::uint32_t lkey, std::uint32_t pd,
-                                 std::uint64_t addr, std::uint64_t length, bool device_writes,
-                                 std::uint32_t qpn) const {
+Translation MrTable::check_local(const EpochGuard& /*guard*/, MrKey lkey, PdHandle pd, std::uint64_t addr,
+                                 std::uint64_t length, bool device_writes, Qpn qpn) const {
     const Descriptor* d = lookup(lkey);
     if (d == nullptr || d->is_window()) {
         return fail(CheckStatus::LkeyInvalid);
@@ -77,7 +76,7 @@ Translation MrTable::check_local(const EpochGuard& /*guard*/, std::uint32_t lkey
         }
         v = View{slot.access, slot.addr, slot.length, slot.addr};
     }
-    if (d->pd != pd) {
+    if (d->pd != pd.value()) {
         return fail(CheckStatus::LocalPdMismatch);
     }
     if (device_writes && (v.access & Access::kLocalWrite) == 0) {
@@ -87,7 +86,7 @@ Translation MrTable::check_local(const EpochGuard& /*guard*/, std::uint32_t lkey
         return fail(CheckStatus::LocalOutOfRange);
     }
     if (d->kind == ObjectKind::Relaxed && slot.deregistered) {
-        notify_stale(d->pool->report_stale(slot, d->slot, RemoteOp::Local, qpn, Peer{}, addr, length));
+        notify_stale(d->pool->report_stale(slot, d->slot, RemoteOp::Local, qpn.value(), Peer{}, addr, length));
     }
     return translate(d, v, addr, length, device_writes, CheckStatus::LocalOdpFault);
 }
@@ -119,7 +118,7 @@ Translation MrTable::check_remote(const EpochGuard& /*guard*/, const RemoteReque
             if (!d->bound) {
                 return fail(CheckStatus::RkeyInvalid);
             }
-            if (d->kind == ObjectKind::MwType2 && d->bound_qpn != r.qpn) {
+            if (d->kind == ObjectKind::MwType2 && d->bound_qpn != r.qpn.value()) {
                 return fail(CheckStatus::WindowWrongQp);
             }
             break;
@@ -134,7 +133,7 @@ Translation MrTable::check_remote(const EpochGuard& /*guard*/, const RemoteReque
             v = View{slot.access, slot.addr, slot.length, slot.addr};
             break;
     }
-    if (d->pd != r.pd) {
+    if (d->pd != r.pd.value()) {
         return fail(CheckStatus::RemotePdMismatch);
     }
     if ((v.access & right) == 0) {
@@ -147,7 +146,7 @@ Translation MrTable::check_remote(const EpochGuard& /*guard*/, const RemoteReque
         return fail(CheckStatus::RemoteOutOfRange);
     }
     if (d->kind == ObjectKind::Relaxed && slot.deregistered) {
-        notify_stale(d->pool->report_stale(slot, d->slot, r.op, r.qpn, r.peer, r.va, r.length));
+        notify_stale(d->pool->report_stale(slot, d->slot, r.op, r.qpn.value(), r.peer, r.va, r.length));
     }
     return translate(d, v, r.va, r.length, r.op != RemoteOp::Read, CheckStatus::RemoteOdpFault);
 }

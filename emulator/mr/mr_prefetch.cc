@@ -14,7 +14,7 @@ namespace uroce::mr {
 PrefetchTarget MrTable::prefetch_target(std::uint32_t owner, std::uint32_t pd, std::uint32_t lkey,
                                         std::uint64_t addr, std::uint64_t length, bool write) const {
     std::lock_guard lock(mutex_);
-    const Descriptor* d = owned(lkey, owner);
+    const Descriptor* d = owned(MrKey{lkey}, owner);
     if (d == nullptr || d->kind != ObjectKind::Mr || !d->on_demand || d->pd != pd) {
         return {ENOENT, 0};
     }

@@ -52,7 +52,7 @@ MrTable::Entry& MrTable::entry_for_write(std::uint32_t index) {
     return seg[index & (kSegmentSize - 1)];
 }
 
-const Descriptor* MrTable::lookup(std::uint32_t key) const {
+const Descriptor* MrTable::lookup(MrKey key) const {
     const Entry* e = entry(key_index(key));
     if (e == nullptr) {
         return nullptr;
@@ -67,7 +67,7 @@ const Descriptor* MrTable::lookup(std::uint32_t key) const {
     return d;
 }
 
-const Descriptor* MrTable::owned(std::uint32_t key, std::uint32_t owner) const {
+const Descriptor* MrTable::owned(MrKey key, std::uint32_t owner) const {
     const Descriptor* d = lookup(key);
     return d != nullptr && d->owner == owner && d->kind != ObjectKind::Relaxed ? d : nullptr;
 }
@@ -224,7 +224,7 @@ int MrTable::rereg_mr(std::uint32_t lkey, std::uint32_t flags, const RegRequest&
     if ((flags & ~rereg::kSupported) != 0) {
         return EINVAL;
     }
-    const Descriptor* old = owned(lkey, r.owner);
+    const Descriptor* old = owned(MrKey{lkey}, r.owner);
     if (old == nullptr || old->kind != ObjectKind::Mr) {
         return EINVAL;
     }
@@ -303,7 +303,7 @@ void MrTable::remove_locked(const Descriptor* d, std::size_t& count) {
 
 int MrTable::dereg_mr(std::uint32_t lkey, std::uint32_t owner) {
     std::lock_guard lock(mutex_);
-    const Descriptor* d = owned(lkey, owner);
+    const Descriptor* d = owned(MrKey{lkey}, owner);
     if (d == nullptr || d->kind != ObjectKind::Mr) {
         return EINVAL;
     }
@@ -393,7 +393,7 @@ bool inside(const Descriptor& mr, std::uint64_t addr, std::uint64_t length) {
 
 KeyResult MrTable::bind_mw_type1(const BindRequest& r) {
     std::lock_guard lock(mutex_);
-    const Descriptor* mw = owned(r.mw_key, r.owner);
+    const Descriptor* mw = owned(MrKey{r.mw_key}, r.owner);
     if (mw == nullptr || mw->kind != ObjectKind::MwType1) {
         return {EINVAL, 0};
     }
@@ -429,7 +429,7 @@ int MrTable::bind_type1_locked(const Descriptor* mw, const BindRequest& r, std::
         unbind_locked(mw);
         next->bound = false;
     } else {
-        const Descriptor* mr = owned(r.mr_lkey, r.owner);
+        const Descriptor* mr = owned(MrKey{r.mr_lkey}, r.owner);
         if (mr == nullptr || mr->kind != ObjectKind::Mr || mr->pd != mw->pd || r.qp_pd != mw->pd) {
             return EINVAL;
         }
@@ -459,7 +459,7 @@ int MrTable::bind_mw_type2(const BindRequest& r) {
     if (mw->bound || r.length == 0) {
         return EINVAL;
     }
-    const Descriptor* mr = owned(r.mr_lkey, r.owner);
+    const Descriptor* mr = owned(MrKey{r.mr_lkey}, r.owner);
     if (mr == nullptr || mr->kind != ObjectKind::Mr || mr->pd != mw->pd || r.qp_pd != mw->pd) {
         return EINVAL;
     }
@@ -478,7 +478,7 @@ int MrTable::bind_mw_type2(const BindRequest& r) {
 
 int MrTable::invalidate(std::uint32_t rkey, std::uint32_t pd, std::optional<std::uint32_t> receiving_qpn) {
     std::lock_guard lock(mutex_);
-    const Descriptor* mw = lookup(rkey);
+    const Descriptor* mw = lookup(MrKey{rkey});
     if (mw == nullptr || mw->kind != ObjectKind::MwType2 || !mw->bound || mw->pd != pd) {
         return EINVAL;
     }

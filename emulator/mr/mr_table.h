@@ -25,6 +25,7 @@
 #include "access_report.h"
 #include "check_status.h"
 #include "common/epoch.h"
+#include "common/ids.h"
 #include "descriptor.h"
 #include "keys.h"
 #include "pd_table.h"
@@ -99,9 +100,9 @@ struct BindRequest {
 };
 
 struct RemoteRequest {
-    std::uint32_t rkey = 0;
-    std::uint32_t pd = 0;         // PD of the QP the request arrived on
-    std::uint32_t qpn = 0;
+    MrKey rkey;
+    PdHandle pd;  // PD of the QP the request arrived on
+    Qpn qpn;
     std::uint32_t qp_access = 0;  // the QP's qp_access_flags
     RemoteOp op = RemoteOp::Read;
     std::uint64_t va = 0;
@@ -189,9 +190,8 @@ public:
 
     // ---- data path: no table lock (stale relaxed accesses excepted, see top); hold an EpochGuard on epoch() ----
     // `qpn` (the QP that posted the work request) only feeds stale-access reports.
-    [[nodiscard]] Translation check_local(const EpochGuard& guard, std::uint32_t lkey, std::uint32_t pd,
-                                          std::uint64_t addr, std::uint64_t length, bool device_writes,
-                                          std::uint32_t qpn = 0) const;
+    [[nodiscard]] Translation check_local(const EpochGuard& guard, MrKey lkey, PdHandle pd, std::uint64_t addr,
+                                          std::uint64_t length, bool device_writes, Qpn qpn = Qpn{}) const;
     [[nodiscard]] Translation check_remote(const EpochGuard& guard, const RemoteRequest& r) const;
     // After check_remote answered `status` (not Ok) for `r`: which condition
     // failed and what the key names (mr_diagnose.cc). Failure paths only.
@@ -215,8 +215,8 @@ private:
 
     [[nodiscard]] Entry* entry(std::uint32_t index) const;
     Entry& entry_for_write(std::uint32_t index);
-    [[nodiscard]] const Descriptor* lookup(std::uint32_t key) const;
-    [[nodiscard]] const Descriptor* owned(std::uint32_t key, std::uint32_t owner) const;
+    [[nodiscard]] const Descriptor* lookup(MrKey key) const;
+    [[nodiscard]] const Descriptor* owned(MrKey key, std::uint32_t owner) const;
 
     int allocate_index(std::uint32_t& index);
     int allocate_block(std::uint32_t count, std::uint32_t& base);

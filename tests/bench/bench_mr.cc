@@ -70,9 +70,9 @@ struct CheckEnv {
         for (std::uint32_t i = 0; i < kKeys; ++i) {
             const Registered r = table.reg_mr(request(pd, kOwner, kBase + std::uint64_t{i} * 65536, 65536));
             RemoteRequest rq;
-            rq.rkey = r.rkey;
-            rq.pd = pd;
-            rq.qpn = 0x11;
+            rq.rkey = MrKey{r.rkey};
+            rq.pd = PdHandle{pd};
+            rq.qpn = Qpn{0x11};
             rq.qp_access = kFull;
             rq.op = static_cast<RemoteOp>(i % 3);
             rq.va = kBase + std::uint64_t{i} * 65536 + 1024;

@@ -489,20 +489,21 @@ void Victim::to_rts(const QpPlan& plan) {
     qp::QpAttr attr = rts_attr(plan);
     qp::QpAttr reset_attr = attr;
     reset_attr.state = qp::QpState::Reset;
-    engine_->modify_qp(plan.qpn, reset_attr, qp::AttrMask::kState);
-    engine_->modify_qp(plan.qpn, attr, kAll);
+    engine_->modify_qp(Qpn{plan.qpn}, reset_attr, qp::AttrMask::kState);
+    engine_->modify_qp(Qpn{plan.qpn}, attr, kAll);
 }
 
 // XRC SRQ kXrcSrqFirst + k, empty but for two receive WQEs, in `domain`.
 void Victim::add_xrc_srq(std::uint32_t k, std::uint32_t domain) {
     const std::uint32_t handle = kXrcSrqFirst + k;
-    engine_->remove_srq(handle);
+    engine_->remove_srq(SrqHandle{handle});
     RingMemory& m = xrc_srq_mem_[k];
     uroce_wq_ring* h = m.wq();
     std::memset(reinterpret_cast<std::uint8_t*>(h + 1), 0, std::size_t{h->entries} * h->stride);
     h->producer = h->consumer = h->doorbell_armed = h->error = 0;
-    engine_->add_srq(handle, kOwner, pd_, engine::WorkRing(h, kSrqEntries, qps_[0].rq_stride, 4, 0), 0x5B00 + k, 0,
-                     engine::XrcSrq{domain, kXrcSrqCq});
+    engine_->add_srq(SrqHandle{handle}, ClientId{kOwner}, PdHandle{pd_},
+                     engine::WorkRing(h, kSrqEntries, qps_[0].rq_stride, 4, 0), 0x5B00 + k, 0,
+                     engine::XrcSrq{domain, CqHandle{kXrcSrqCq}});
     for (std::uint32_t n = 0; n < 2; ++n) {
         const Region& g = regions_[n];
         const uroce_sge sge{g.iova + 128 * (k + 1), 600, g.key};
@@ -516,7 +517,7 @@ void Victim::add_xrc_srq(std::uint32_t k, std::uint32_t domain) {
 
 // The XRC target as uroced makes it: no PD, CQ or rings of its own.
 void Victim::add_xrc_tgt(std::uint32_t domain) {
-    engine_->remove_qp(kXrcTgt.qpn);
+    engine_->remove_qp(Qpn{kXrcTgt.qpn});
     engine::QpSetup s;
     s.qpn = kXrcTgt.qpn;
     s.owner = kOwner;
@@ -530,10 +531,10 @@ void Victim::add_xrc_tgt(std::uint32_t domain) {
 
 // XRC QPs that went to ERR come back to RTS.
 void Victim::recover_xrc() {
-    if (engine_->qp_state(kXrcIni.qpn) == qp::QpState::Err) {
+    if (engine_->qp_state(Qpn{kXrcIni.qpn}) == qp::QpState::Err) {
         to_rts(kXrcIni);
     }
-    if (xrc_tgt_domain_ != 0 && engine_->qp_state(kXrcTgt.qpn) == qp::QpState::Err) {
+    if (xrc_tgt_domain_ != 0 && engine_->qp_state(Qpn{kXrcTgt.qpn}) == qp::QpState::Err) {
         to_rts(kXrcTgt);
     }
 }
@@ -560,18 +561,18 @@ void Victim::post_standard_recvs(std::size_t i, std::uint32_t count) {
 
 void Victim::teardown() {
     for (const QpPlan& plan : kQps) {
-        engine_->remove_qp(plan.qpn);
+        engine_->remove_qp(Qpn{plan.qpn});
     }
-    engine_->remove_srq(kSrqHandle);
-    engine_->remove_qp(kXrcIni.qpn);
-    engine_->remove_qp(kXrcTgt.qpn);
+    engine_->remove_srq(SrqHandle{kSrqHandle});
+    engine_->remove_qp(Qpn{kXrcIni.qpn});
+    engine_->remove_qp(Qpn{kXrcTgt.qpn});
     for (std::uint32_t k = 0; k < kXrcSrqCount; ++k) {
-        engine_->remove_srq(kXrcSrqFirst + k);
+        engine_->remove_srq(SrqHandle{kXrcSrqFirst + k});
     }
-    engine_->remove_cq(kXrcIniCq);
-    engine_->remove_cq(kXrcSrqCq);
+    engine_->remove_cq(CqHandle{kXrcIniCq});
+    engine_->remove_cq(CqHandle{kXrcSrqCq});
     for (std::size_t i = 0; i < kQpCount; ++i) {
-        engine_->remove_cq(static_cast<std::uint32_t>(i + 1));  // closes the channel's write end
+        engine_->remove_cq(CqHandle{static_cast<std::uint32_t>(i + 1)});  // closes the channel's write end
         if (channel_read_[i] >= 0) {
             ::close(channel_read_[i]);
             channel_read_[i] = -1;
@@ -603,7 +604,8 @@ void Victim::setup(std::uint8_t flags) {
         h->producer = h->consumer = h->doorbell_armed = h->error = 0;
     };
     clear_wq(srq_mem_);
-    engine_->add_srq(kSrqHandle, kOwner, pd_, engine::WorkRing(srq_mem_.wq(), kSrqEntries, qps_[0].rq_stride, 4, 0),
+    engine_->add_srq(SrqHandle{kSrqHandle}, ClientId{kOwner}, PdHandle{pd_},
+                     engine::WorkRing(srq_mem_.wq(), kSrqEntries, qps_[0].rq_stride, 4, 0),
                      0x5A5A, (flags & Flags::kSrqLimit) != 0 ? 3 : 0);
     for (std::size_t i = 0; i < kQpCount; ++i) {
         TestQp& q = qps_[i];
@@ -622,7 +624,8 @@ void Victim::setup(std::uint8_t flags) {
             channel_write = fds[1];
         }
         const std::uint32_t cq_handle = static_cast<std::uint32_t>(i + 1);
-        engine_->add_cq(cq_handle, kOwner, engine::CqRing(cq, q.cq_entries), channel_write, 0xC0 + i);
+        engine_->add_cq(CqHandle{cq_handle}, ClientId{kOwner}, engine::CqRing(cq, q.cq_entries), channel_write,
+                        0xC0 + i);
         engine::QpSetup s;
         s.qpn = kQps[i].qpn;
         s.owner = kOwner;
@@ -648,8 +651,9 @@ void Victim::setup(std::uint8_t flags) {
         q->cq_consumer = 0;
     }
     clear_wq(xrc_ini_.sq_mem);
-    engine_->add_cq(kXrcIniCq, kOwner, engine::CqRing(xrc_ini_.cq(), xrc_ini_.cq_entries), -1, 0xC5);
-    engine_->add_cq(kXrcSrqCq, kOwner, engine::CqRing(xrc_cq_.cq(), xrc_cq_.cq_entries), -1, 0xC6);
+    engine_->add_cq(CqHandle{kXrcIniCq}, ClientId{kOwner}, engine::CqRing(xrc_ini_.cq(), xrc_ini_.cq_entries), -1,
+                    0xC5);
+    engine_->add_cq(CqHandle{kXrcSrqCq}, ClientId{kOwner}, engine::CqRing(xrc_cq_.cq(), xrc_cq_.cq_entries), -1, 0xC6);
     engine::QpSetup ini;
     ini.qpn = kXrcIni.qpn;
     ini.owner = kOwner;
@@ -833,7 +837,7 @@ void Victim::request(Input& in, bool xrc) {
     const std::uint8_t bits = in.u8();
     const std::size_t i = target % kQpCount;
     const QpPlan& plan = !xrc ? kQps[i] : i == 3 ? kXrcIni : kXrcTgt;
-    const engine::QueuePair* qp = engine_->find_qp(plan.qpn);
+    const engine::QueuePair* qp = engine_->find_qp(Qpn{plan.qpn});
     require(qp != nullptr || plan.qpn == kXrcTgt.qpn);  // the XRC target may have been removed
     const wire::Psn epsn = qp != nullptr ? qp->epsn : wire::Psn(kPsn);
 
@@ -908,7 +912,7 @@ void Victim::op_response(Input& in) {
     const std::uint8_t target = in.u8();
     const std::uint8_t code_sel = in.u8();
     const std::size_t i = (target & 1) != 0 ? 3 : 0;  // the two RC QPs
-    const engine::QueuePair* qp = engine_->find_qp(kQps[i].qpn);
+    const engine::QueuePair* qp = engine_->find_qp(Qpn{kQps[i].qpn});
     require(qp != nullptr);
 
     wire::PacketFields f;
@@ -1120,10 +1124,10 @@ void Victim::op_modify(Input& in) {
             // RTS to RTS may change the remote rights the QP grants.
             attr.state = qp::QpState::Rts;
             attr.qp_access_flags = in.u8() & qp::QpAccess::kAllowed;
-            engine_->modify_qp(kQps[i].qpn, attr, qp::AttrMask::kState | qp::AttrMask::kAccessFlags);
+            engine_->modify_qp(Qpn{kQps[i].qpn}, attr, qp::AttrMask::kState | qp::AttrMask::kAccessFlags);
             return;
     }
-    engine_->modify_qp(kQps[i].qpn, attr, qp::AttrMask::kState);
+    engine_->modify_qp(Qpn{kQps[i].qpn}, attr, qp::AttrMask::kState);
 }
 
 void Victim::op_echo(Input& in) {
@@ -1181,13 +1185,13 @@ void Victim::op_xrc_objects(Input& in) {
             add_xrc_srq(k, domain);
             break;
         case 1:  // destroyed, maybe under a message in flight
-            engine_->remove_srq(kXrcSrqFirst + k);
+            engine_->remove_srq(SrqHandle{kXrcSrqFirst + k});
             break;
         case 2:  // the target re-created, perhaps in the other domain
             add_xrc_tgt(domain);
             break;
         case 3:  // the target destroyed
-            engine_->remove_qp(kXrcTgt.qpn);
+            engine_->remove_qp(Qpn{kXrcTgt.qpn});
             xrc_tgt_domain_ = 0;
             break;
         case 4:  // receive WQEs into an XRC SRQ
@@ -1197,7 +1201,7 @@ void Victim::op_xrc_objects(Input& in) {
             const QpPlan& plan = (sel & 0x40) != 0 ? kXrcTgt : kXrcIni;
             qp::QpAttr attr = rts_attr(plan);
             attr.state = (sel & 0x80) != 0 ? qp::QpState::Sqd : qp::QpState::Err;
-            engine_->modify_qp(plan.qpn, attr, qp::AttrMask::kState);
+            engine_->modify_qp(Qpn{plan.qpn}, attr, qp::AttrMask::kState);
             break;
         }
         case 6: {  // raw bytes as the initiator's next WQE
@@ -1249,18 +1253,18 @@ void Victim::settle() {
                      c.cq_overruns);
         std::fprintf(stderr, "  qp states");
         for (const QpPlan& plan : kQps) {
-            const auto state = engine_->qp_state(plan.qpn);
+            const auto state = engine_->qp_state(Qpn{plan.qpn});
             std::fprintf(stderr, " %#x:%d", plan.qpn, state ? static_cast<int>(*state) : -1);
         }
         for (const QpPlan* plan : {&kXrcIni, &kXrcTgt}) {
-            const auto state = engine_->qp_state(plan->qpn);
+            const auto state = engine_->qp_state(Qpn{plan->qpn});
             std::fprintf(stderr, " %#x:%d", plan->qpn, state ? static_cast<int>(*state) : -1);
         }
         std::fprintf(stderr, "\n");
     }
     if ((flags_ & Flags::kNoRecover) == 0) {
         for (std::size_t i = 0; i < kQpCount; ++i) {
-            if (engine_->qp_state(kQps[i].qpn) == qp::QpState::Err) {
+            if (engine_->qp_state(Qpn{kQps[i].qpn}) == qp::QpState::Err) {
                 to_rts(i);
                 post_standard_recvs(i, 2);
             }

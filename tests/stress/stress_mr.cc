@@ -317,8 +317,8 @@ private:
         EpochGuard guard(s_.table.epoch());
         for (std::uint32_t key : pending_) {
             RemoteRequest rq;
-            rq.rkey = key;
-            rq.pd = pd();
+            rq.rkey = MrKey{key};
+            rq.pd = PdHandle{pd()};
             rq.qp_access = kFull;
             rq.op = RemoteOp::Read;
             rq.va = s_.arena;
@@ -436,9 +436,9 @@ private:
 
         EpochGuard guard(s_.table.epoch());
         RemoteRequest rq;
-        rq.rkey = key;
-        rq.pd = pd;
-        rq.qpn = 0x100;
+        rq.rkey = MrKey{key};
+        rq.pd = PdHandle{pd};
+        rq.qpn = Qpn{0x100};
         rq.qp_access = kFull;
         rq.op = op;
         rq.va = va;
@@ -451,7 +451,7 @@ private:
             ++refused;
         }
         if (rnd(2) == 0) {
-            const Translation lt = s_.table.check_local(guard, key, pd, va, len, rnd(2) == 0, 0x100);
+            const Translation lt = s_.table.check_local(guard, MrKey{key}, PdHandle{pd}, va, len, rnd(2) == 0, Qpn{0x100});
             if (lt.ok()) {
                 ++ok;
                 verify(lt, key, pd, mode, va, len);

@@ -350,11 +350,11 @@ void Datapath::on_client_gone(std::uint32_t client) {
         });
     };
     remove_owned(qps_, [this](std::uint32_t qpn) {
-        engine_->remove_qp(qpn);
+        engine_->remove_qp(Qpn{qpn});
         peer_qps_.erase(qpn);
     });
-    remove_owned(srqs_, [this](std::uint32_t srq) { engine_->remove_srq(srq); });
-    remove_owned(cqs_, [this](std::uint32_t cq) { engine_->remove_cq(cq); });
+    remove_owned(srqs_, [this](std::uint32_t srq) { engine_->remove_srq(SrqHandle{srq}); });
+    remove_owned(cqs_, [this](std::uint32_t cq) { engine_->remove_cq(CqHandle{cq}); });
     // Its mappings go with its ClientMemory; keep its DMA counters for stats.
     if (auto m = memories_.find(client); m != memories_.end()) {
         add_to(departed_dma_, m->second->counters());
@@ -366,7 +366,8 @@ void Datapath::on_cq(std::shared_ptr<const device::CqRings> cq) {
     const int fd = cq->channel_fd >= 0 ? ::dup(cq->channel_fd) : -1;
     const auto stamp = (cq->flags & UROCE_CQ_TIMESTAMPS) != 0 ? engine::CompletionStamp::Times
                                                               : engine::CompletionStamp::None;
-    engine_->add_cq(cq->handle, cq->owner, engine::CqRing(cq->header, cq->entries), fd, cq->cookie, stamp);
+    engine_->add_cq(CqHandle{cq->handle}, ClientId{cq->owner}, engine::CqRing(cq->header, cq->entries), fd, cq->cookie,
+                    stamp);
     cqs_[cq->handle] = std::move(cq);
 }
 
@@ -389,13 +390,13 @@ void Datapath::on_qp(std::shared_ptr<const device::QpRings> q) {
 }
 
 void Datapath::on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t limit) {
-    engine_->add_srq(srq->handle, srq->owner, srq->pd, view(srq->ring), srq->cookie, limit,
-                     engine::XrcSrq{srq->xrc_domain, srq->cq});
+    engine_->add_srq(SrqHandle{srq->handle}, ClientId{srq->owner}, PdHandle{srq->pd}, view(srq->ring), srq->cookie,
+                     limit, engine::XrcSrq{srq->xrc_domain, CqHandle{srq->cq}});
     srqs_[srq->handle] = std::move(srq);
 }
 
 int Datapath::on_resize_cq(std::shared_ptr<const device::CqRings> cq) {
-    const int err = engine_->resize_cq(cq->handle, engine::CqRing(cq->header, cq->entries));
+    const int err = engine_->resize_cq(CqHandle{cq->handle}, engine::CqRing(cq->header, cq->entries));
     if (err == 0) {
         cqs_[cq->handle] = std::move(cq);
     }
@@ -403,18 +404,18 @@ int Datapath::on_resize_cq(std::shared_ptr<const device::CqRings> cq) {
 }
 
 void Datapath::on_destroy_cq(std::uint32_t cq) {
-    engine_->remove_cq(cq);
+    engine_->remove_cq(CqHandle{cq});
     cqs_.erase(cq);
 }
 
 void Datapath::on_destroy_qp(std::uint32_t qpn) {
-    engine_->remove_qp(qpn);
+    engine_->remove_qp(Qpn{qpn});
     qps_.erase(qpn);
     peer_qps_.erase(qpn);
 }
 
 void Datapath::on_destroy_srq(std::uint32_t srq) {
-    engine_->remove_srq(srq);
+    engine_->remove_srq(SrqHandle{srq});
     srqs_.erase(srq);
 }
 

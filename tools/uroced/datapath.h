@@ -88,10 +88,10 @@ public:
     void on_cq(std::shared_ptr<const device::CqRings> cq);
     void on_qp(std::shared_ptr<const device::QpRings> qp);
     void on_srq(std::shared_ptr<const device::SrqRings> srq, std::uint32_t limit);
-    void on_srq_limit(std::uint32_t srq, std::uint32_t limit) { engine_->set_srq_limit(srq, limit); }
+    void on_srq_limit(std::uint32_t srq, std::uint32_t limit) { engine_->set_srq_limit(SrqHandle{srq}, limit); }
     void on_ah(std::uint32_t ah, const qp::AhAttr& attr) { engine_->add_ah(ah, attr); }
     void on_modify_qp(std::uint32_t qpn, const qp::QpAttr& attr, std::uint32_t mask) {
-        engine_->modify_qp(qpn, attr, mask);
+        engine_->modify_qp(Qpn{qpn}, attr, mask);
         if ((mask & qp::AttrMask::kDestQpn) != 0) {
             peer_qps_[qpn] = attr.dest_qp_num;  // for capture's QP filter
         }
@@ -107,7 +107,7 @@ public:
     // mappings, mr_registrations.h); nullptr for no client.
     [[nodiscard]] dma::ClientMemory* client_memory(std::uint32_t client) { return memory_of(client); }
     // The QP state the engine holds (it moves QPs to ERR on its own).
-    [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const { return engine_->qp_state(qpn); }
+    [[nodiscard]] std::optional<qp::QpState> qp_state(std::uint32_t qpn) const { return engine_->qp_state(Qpn{qpn}); }
 
     // Where async events go: (client, cookie, event type).
     void set_async_sink(std::function<void(std::uint32_t, std::uint64_t, engine::AsyncEvent)> sink) {

@@ -31,7 +31,7 @@ MulticastTarget check_target(const Datapath* datapath, std::uint32_t owner, cons
         return t;
     }
     std::memcpy(t.group.data(), req.gid, sizeof req.gid);
-    const engine::QueuePair* qp = datapath->engine().find_qp(req.qpn);
+    const engine::QueuePair* qp = datapath->engine().find_qp(Qpn{req.qpn});
     if (qp == nullptr || qp->owner != owner || qp->type != qp::QpType::Ud || !qp::is_multicast_gid(t.group)) {
         t.error = EINVAL;
     }

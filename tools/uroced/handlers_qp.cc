@@ -147,12 +147,12 @@ std::size_t ControlServer::create_qp(Connection& c, const uroce_ctrl_hdr& h, con
     const bool has_rq = cr.srq == 0 && cr.type != qp::QpType::XrcIni;  // an XRC initiator has no receive side
     const Charge charge{1, 1, sq.bytes() + (has_rq ? rq.bytes() + 64 : 0), 0};
     if (const int err = quota_.admit(c.client, charge); err != 0) {
-        q.destroy_qp(c.client, made.handle);
+        q.destroy_qp(c.client, Qpn{made.handle});
         return status_only(out, h, err);
     }
     std::shared_ptr<device::QpRings> rings;
     if (const int err = device::make_qp_rings(sq, has_rq ? &rq : nullptr, rings); err != 0) {
-        q.destroy_qp(c.client, made.handle);
+        q.destroy_qp(c.client, Qpn{made.handle});
         log_warn("client {}: cannot make the rings of a QP ({} + {} entries): {}", c.client, sq.entries,
                  has_rq ? rq.entries : 0, std::strerror(err));
         return status_only(out, h, ENOMEM);
@@ -195,17 +195,17 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
             // The engine may have moved the QP to ERR by itself since.
             if (datapath_ != nullptr) {
                 if (const auto s = datapath_->qp_state(req.qpn); s == qp::QpState::Err) {
-                    q.set_state_from_engine(req.qpn, *s);
+                    q.set_state_from_engine(Qpn{req.qpn}, *s);
                 }
             }
-            const int err = q.modify_qp(owner, req.qpn, req.attr_mask, attr_from_wire(req.attr), reason);
+            const int err = q.modify_qp(owner, Qpn{req.qpn}, req.attr_mask, attr_from_wire(req.attr), reason);
             if (err != 0) {
                 // The application sees only EINVAL: say here which rule refused it.
                 log_warn("client {}: modify of QP {:#x} (attr_mask {:#x}) refused: {}", owner, req.qpn,
                          req.attr_mask, reason != nullptr ? reason : std::strerror(err));
             }
             if (err == 0 && datapath_ != nullptr) {
-                if (const auto now = q.query_qp(owner, req.qpn)) {
+                if (const auto now = q.query_qp(owner, Qpn{req.qpn})) {
                     datapath_->on_modify_qp(req.qpn, *now, req.attr_mask);
                 }
             }
@@ -213,7 +213,7 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
         }
         case UROCE_CTRL_QUERY_QP: {
             const std::uint32_t qpn = read_as<uroce_ctrl_handle>(msg).handle;
-            auto attr = q.query_qp(owner, qpn);
+            auto attr = q.query_qp(owner, Qpn{qpn});
             uroce_ctrl_query_qp_reply r{};
             if (attr) {
                 if (datapath_ != nullptr) {
@@ -228,11 +228,11 @@ std::size_t ControlServer::handle_qp(Connection& c, const uroce_ctrl_hdr& h, con
         case UROCE_CTRL_DESTROY_QP: {
             const std::uint32_t qpn = read_as<uroce_ctrl_handle>(msg).handle;
             if (datapath_ != nullptr && datapath_->engine().multicast().groups_of(qpn) != 0 &&
-                q.query_qp(owner, qpn)) {
+                q.query_qp(owner, Qpn{qpn})) {
                 return status_only(out, h, EBUSY);  // still attached to a group (uverbs_free_qp)
             }
-            const int err = q.destroy_qp(owner, qpn);
-            if (err == 0 && q.qp_exists(qpn)) {
+            const int err = q.destroy_qp(owner, Qpn{qpn});
+            if (err == 0 && q.qp_exists(Qpn{qpn})) {
                 return status_only(out, h, 0);  // a handle on a shared XRC target QP closed; others remain
             }
             if (err == 0) {

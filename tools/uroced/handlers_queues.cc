@@ -100,7 +100,7 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
     const std::uint32_t entries = device::ring_entries(cqe);
     const Charge charge{1, 1, device::cq_ring_bytes(entries), req.has_channel};
     if (const int err = quota_.admit(c.client, charge); err != 0) {
-        q.destroy_cq(c.client, cq.handle);
+        q.destroy_cq(c.client, CqHandle{cq.handle});
         return status_only(out, h, err);
     }
     std::shared_ptr<device::CqRings> rings;
@@ -109,7 +109,7 @@ std::size_t ControlServer::create_cq(Connection& c, const uroce_ctrl_hdr& h, con
         err = adopt_channel_fd(received_fd, rings->channel_fd);
     }
     if (err != 0) {
-        q.destroy_cq(c.client, cq.handle);
+        q.destroy_cq(c.client, CqHandle{cq.handle});
         log_warn("client {}: cannot make the ring of a {}-entry CQ: {}", c.client, entries, std::strerror(err));
         return status_only(out, h, ENOMEM);
     }
@@ -198,12 +198,12 @@ std::size_t ControlServer::finish_srq(Connection& c, const uroce_ctrl_hdr& h, co
     const device::WqGeometry g = device::rq_geometry(a.max_wr, a.max_sge);
     const Charge charge{1, 1, g.bytes(), 0};
     if (const int err = quota_.admit(c.client, charge); err != 0) {
-        q.destroy_srq(c.client, handle);
+        q.destroy_srq(c.client, SrqHandle{handle});
         return status_only(out, h, err);
     }
     std::shared_ptr<device::SrqRings> rings;
     if (const int err = device::make_srq_rings(g, rings); err != 0) {
-        q.destroy_srq(c.client, handle);
+        q.destroy_srq(c.client, SrqHandle{handle});
         log_warn("client {}: cannot make the ring of a {}-entry SRQ: {}", c.client, g.entries, std::strerror(err));
         return status_only(out, h, ENOMEM);
     }
@@ -236,7 +236,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
     switch (h.op) {
         case UROCE_CTRL_DESTROY_CQ: {
             const std::uint32_t cq = read_as<uroce_ctrl_handle>(msg).handle;
-            const int err = q.destroy_cq(owner, cq);
+            const int err = q.destroy_cq(owner, CqHandle{cq});
             if (err == 0) {
                 if (datapath_ != nullptr) {
                     datapath_->on_destroy_cq(cq);
@@ -255,7 +255,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
                 req.max_wr > ring->ring.geometry.entries) {
                 return status_only(out, h, EINVAL);
             }
-            const int err = q.modify_srq(owner, req.handle, req.attr_mask, a);
+            const int err = q.modify_srq(owner, SrqHandle{req.handle}, req.attr_mask, a);
             if (err == 0 && (req.attr_mask & device::kSrqLimit) != 0 && datapath_ != nullptr) {
                 datapath_->on_srq_limit(req.handle, req.srq_limit);  // arms IBV_EVENT_SRQ_LIMIT_REACHED
             }
@@ -264,7 +264,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
         case UROCE_CTRL_QUERY_SRQ: {
             const std::uint32_t srq = read_as<uroce_ctrl_handle>(msg).handle;
             device::SrqAttr a;
-            const int err = q.query_srq(owner, srq, a);
+            const int err = q.query_srq(owner, SrqHandle{srq}, a);
             uroce_ctrl_srq r{};
             r.handle = srq;
             r.max_wr = a.max_wr;
@@ -274,7 +274,7 @@ std::size_t ControlServer::dispatch_queues(Connection& c, const uroce_ctrl_hdr& 
         }
         case UROCE_CTRL_DESTROY_SRQ: {
             const std::uint32_t srq = read_as<uroce_ctrl_handle>(msg).handle;
-            const int err = q.destroy_srq(owner, srq);
+            const int err = q.destroy_srq(owner, SrqHandle{srq});
             if (err == 0) {
                 if (datapath_ != nullptr) {
                     datapath_->on_destroy_srq(srq);

@@ -53,7 +53,7 @@ std::size_t ControlServer::create_xrc_srq(Connection& c, const uroce_ctrl_hdr& h
     device::QueueObjects& q = device_.queues();
     // srq_limit 0: no limit event is armed at creation.
     device::SrqAttr a{granted_entries(req.srq.max_wr, q.limits().max_srq_wr), req.srq.max_sge, 0};
-    const device::Created s = q.create_xrc_srq(c.client, req.srq.pd, req.xrcd, req.cq, a);
+    const device::Created s = q.create_xrc_srq(c.client, req.srq.pd, req.xrcd, CqHandle{req.cq}, a);
     if (s.error != 0) {
         return status_only(out, h, s.error);
     }
@@ -74,12 +74,12 @@ std::size_t ControlServer::create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h
     const device::WqGeometry sq = device::sq_geometry(1, 1, 0);
     const Charge charge{1, 1, sq.bytes(), 0};
     if (const int err = quota_.admit(c.client, charge); err != 0) {
-        q.destroy_qp(c.client, made.handle);
+        q.destroy_qp(c.client, Qpn{made.handle});
         return status_only(out, h, err);
     }
     std::shared_ptr<device::QpRings> rings;
     if (const int err = device::make_qp_rings(sq, nullptr, rings); err != 0) {
-        q.destroy_qp(c.client, made.handle);
+        q.destroy_qp(c.client, Qpn{made.handle});
         return status_only(out, h, ENOMEM);
     }
     rings->owner = device::kNoClient;  // shared by its handles (QueueObjects::open_xrc_tgt)
@@ -105,7 +105,7 @@ std::size_t ControlServer::open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, 
     const auto req = read_as<uroce_ctrl_open_xrc_tgt>(msg);
     uroce_ctrl_handle r{};
     r.handle = req.qpn;
-    return write_reply(out, h, device_.queues().open_xrc_tgt(c.client, req.xrcd, req.qpn, req.cookie), r);
+    return write_reply(out, h, device_.queues().open_xrc_tgt(c.client, req.xrcd, Qpn{req.qpn}, req.cookie), r);
 }
 
 void ControlServer::forget_qp(std::uint32_t qpn) {

@@ -44,18 +44,18 @@ TEST(XrcSharing, OpenedTargetOutlivesItsCreatorsHandle) {
     SharedDomain d;
     const Created tgt = d.q.create_xrc_tgt(d.creator, d.creator_ref);
     ASSERT_EQ(tgt.error, 0);
-    ASSERT_EQ(d.q.open_xrc_tgt(d.opener, d.opener_ref, tgt.handle), 0);
+    ASSERT_EQ(d.q.open_xrc_tgt(d.opener, d.opener_ref, Qpn{tgt.handle}), 0);
     EXPECT_EQ(d.q.close_xrcd(d.opener, d.opener_ref), EBUSY);
     EXPECT_EQ(d.q.close_xrcd(d.creator, d.creator_ref), EBUSY);
 
-    ASSERT_EQ(d.q.destroy_qp(d.creator, tgt.handle), 0);
-    EXPECT_TRUE(d.q.qp_exists(tgt.handle));
-    EXPECT_FALSE(d.q.query_qp(d.creator, tgt.handle)) << "the creator's handle is closed";
-    EXPECT_TRUE(d.q.query_qp(d.opener, tgt.handle));
+    ASSERT_EQ(d.q.destroy_qp(d.creator, Qpn{tgt.handle}), 0);
+    EXPECT_TRUE(d.q.qp_exists(Qpn{tgt.handle}));
+    EXPECT_FALSE(d.q.query_qp(d.creator, Qpn{tgt.handle})) << "the creator's handle is closed";
+    EXPECT_TRUE(d.q.query_qp(d.opener, Qpn{tgt.handle}));
     EXPECT_EQ(d.q.close_xrcd(d.creator, d.creator_ref), 0);
 
-    ASSERT_EQ(d.q.destroy_qp(d.opener, tgt.handle), 0);
-    EXPECT_FALSE(d.q.qp_exists(tgt.handle)) << "the last close destroys the QP";
+    ASSERT_EQ(d.q.destroy_qp(d.opener, Qpn{tgt.handle}), 0);
+    EXPECT_FALSE(d.q.qp_exists(Qpn{tgt.handle})) << "the last close destroys the QP";
     EXPECT_EQ(d.q.close_xrcd(d.opener, d.opener_ref), 0);
 }
 
@@ -66,20 +66,20 @@ TEST(XrcSharing, OpensOnlyATargetQpOfTheCallersDomain) {
     const std::uint32_t other_ref = d.q.open_xrcd(d.opener, own).handle;
     const Created tgt = d.q.create_xrc_tgt(d.creator, d.creator_ref);
     ASSERT_EQ(tgt.error, 0);
-    EXPECT_EQ(d.q.open_xrc_tgt(d.opener, other_ref, tgt.handle), EINVAL) << "another domain's target QP";
-    EXPECT_EQ(d.q.open_xrc_tgt(d.opener, d.opener_ref, tgt.handle + 1), EINVAL) << "no QP of that number";
-    EXPECT_EQ(d.q.open_xrc_tgt(d.opener, d.creator_ref, tgt.handle), EINVAL) << "another client's reference";
+    EXPECT_EQ(d.q.open_xrc_tgt(d.opener, other_ref, Qpn{tgt.handle}), EINVAL) << "another domain's target QP";
+    EXPECT_EQ(d.q.open_xrc_tgt(d.opener, d.opener_ref, Qpn{tgt.handle + 1}), EINVAL) << "no QP of that number";
+    EXPECT_EQ(d.q.open_xrc_tgt(d.opener, d.creator_ref, Qpn{tgt.handle}), EINVAL) << "another client's reference";
 }
 
 TEST(XrcSharing, DepartingClientsCloseTheirHandlesOnly) {
     SharedDomain d;
     const Created tgt = d.q.create_xrc_tgt(d.creator, d.creator_ref);
     ASSERT_EQ(tgt.error, 0);
-    ASSERT_EQ(d.q.open_xrc_tgt(d.opener, d.opener_ref, tgt.handle), 0);
+    ASSERT_EQ(d.q.open_xrc_tgt(d.opener, d.opener_ref, Qpn{tgt.handle}), 0);
     EXPECT_TRUE(d.q.close_xrc_tgts_of(d.creator).empty());
-    EXPECT_TRUE(d.q.qp_exists(tgt.handle));
+    EXPECT_TRUE(d.q.qp_exists(Qpn{tgt.handle}));
     EXPECT_EQ(d.q.close_xrc_tgts_of(d.opener), std::vector<std::uint32_t>{tgt.handle});
-    EXPECT_FALSE(d.q.qp_exists(tgt.handle));
+    EXPECT_FALSE(d.q.qp_exists(Qpn{tgt.handle}));
 }
 
 }  // namespace

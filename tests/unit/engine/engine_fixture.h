@@ -25,7 +25,7 @@ protected:
         q.sq_mem = make_wq(q.sq_entries, q.sq_stride, 4, 128);
         q.rq_mem = make_wq(q.rq_entries, q.rq_stride, 4, 0);
         q.cq_mem = make_cq(q.cq_entries);
-        n.engine().add_cq(cq_handle, kOwner, CqRing(q.cq(), q.cq_entries), -1, 0xC0FFEE);
+        n.engine().add_cq(CqHandle{cq_handle}, ClientId{kOwner}, CqRing(q.cq(), q.cq_entries), -1, 0xC0FFEE);
         QpSetup s;
         s.qpn = qpn;
         s.owner = kOwner;
@@ -69,8 +69,8 @@ protected:
                                       qp::AttrMask::kRetryCnt | qp::AttrMask::kRnrRetry |
                                       qp::AttrMask::kMinRnrTimer | qp::AttrMask::kMaxQpRdAtomic |
                                       qp::AttrMask::kMaxDestRdAtomic | qp::AttrMask::kQkey;
-        a_.engine().modify_qp(0x11, rts_attr(b_, 0x22), all);
-        b_.engine().modify_qp(0x22, rts_attr(a_, 0x11), all);
+        a_.engine().modify_qp(Qpn{0x11}, rts_attr(b_, 0x22), all);
+        b_.engine().modify_qp(Qpn{0x22}, rts_attr(a_, 0x11), all);
     }
 
     // Carries frames and polls both engines, 10 us of fake time per round,

@@ -55,7 +55,7 @@ protected:
         q_.sq_mem = make_wq(q_.sq_entries, q_.sq_stride, 4, 128);
         q_.rq_mem = make_wq(q_.rq_entries, q_.rq_stride, 4, 0);
         q_.cq_mem = make_cq(q_.cq_entries);
-        dut_.engine().add_cq(1, kOwner, CqRing(q_.cq(), q_.cq_entries), -1, 0);
+        dut_.engine().add_cq(CqHandle{1}, ClientId{kOwner}, CqRing(q_.cq(), q_.cq_entries), -1, 0);
         QpSetup s;
         s.qpn = kQpn;
         s.owner = kOwner;
@@ -90,7 +90,7 @@ protected:
                                       qp::AttrMask::kRetryCnt | qp::AttrMask::kRnrRetry |
                                       qp::AttrMask::kMinRnrTimer | qp::AttrMask::kMaxQpRdAtomic |
                                       qp::AttrMask::kMaxDestRdAtomic | qp::AttrMask::kQkey;
-        dut_.engine().modify_qp(kQpn, a, all);
+        dut_.engine().modify_qp(Qpn{kQpn}, a, all);
     }
     void open(qp::QpType type) {
         open(type, [](qp::QpAttr&) {});
@@ -230,7 +230,7 @@ protected:
         q_.post_send(w, std::span(&s, 1));
     }
 
-    const QueuePair& qp() { return *dut_.engine().find_qp(kQpn); }
+    const QueuePair& qp() { return *dut_.engine().find_qp(Qpn{kQpn}); }
     const EngineCounters& counters() { return dut_.engine().counters(); }
 
     Wire wire_;

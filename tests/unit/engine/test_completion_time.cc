@@ -22,8 +22,10 @@ protected:
     void SetUp() override {
         connect(qp::QpType::Rc);
         // Both QPs complete on CQ 1 of their node: now a stamping one.
-        a_.engine().add_cq(1, kOwner, CqRing(qa_.cq(), qa_.cq_entries), -1, 0xC0FFEE, CompletionStamp::Times);
-        b_.engine().add_cq(1, kOwner, CqRing(qb_.cq(), qb_.cq_entries), -1, 0xC0FFEE, CompletionStamp::Times);
+        a_.engine().add_cq(CqHandle{1}, ClientId{kOwner}, CqRing(qa_.cq(), qa_.cq_entries), -1, 0xC0FFEE,
+                           CompletionStamp::Times);
+        b_.engine().add_cq(CqHandle{1}, ClientId{kOwner}, CqRing(qb_.cq(), qb_.cq_entries), -1, 0xC0FFEE,
+                           CompletionStamp::Times);
     }
 };
 
@@ -56,7 +58,7 @@ TEST_F(CompletionTime, EveryCqeIsStampedWhenWritten) {
 }
 
 TEST_F(CompletionTime, CqsThatDidNotAskAreNotStamped) {
-    a_.engine().add_cq(1, kOwner, CqRing(qa_.cq(), qa_.cq_entries), -1, 0xC0FFEE);
+    a_.engine().add_cq(CqHandle{1}, ClientId{kOwner}, CqRing(qa_.cq(), qa_.cq_entries), -1, 0xC0FFEE);
     std::vector<std::uint8_t> src(8, 1), dst(8);
     const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
     const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);

@@ -46,7 +46,7 @@ class Congestion : public RateLimitedPorts {
 protected:
     void SetUp() override { connect(qp::QpType::Rc); }
 
-    const QueuePair& requester() { return *a_.engine().find_qp(0x11); }
+    const QueuePair& requester() { return *a_.engine().find_qp(Qpn{0x11}); }
 
     // Posts an RDMA WRITE of `src` into `dst` on B.
     void post_write(std::vector<std::uint8_t>& src, std::vector<std::uint8_t>& dst, std::uint64_t wr_id) {
@@ -63,7 +63,7 @@ protected:
         qp::QpAttr attr = rts_attr(b_, 0x22);
         attr.retry_cnt = retry_cnt;
         attr.timeout = timeout;
-        a_.engine().modify_qp(0x11, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
+        a_.engine().modify_qp(Qpn{0x11}, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
     }
 };
 
@@ -91,7 +91,7 @@ TEST_F(Congestion, RetryCount7IsSevenRetriesThenRetryExceeded) {
     // fixture's 10 us steps (one per timeout at most).
     EXPECT_GE(elapsed, 8 * timeout);
     EXPECT_LE(elapsed, 8 * timeout + std::chrono::microseconds(10 * 10));
-    EXPECT_EQ(a_.engine().qp_state(0x11), qp::QpState::Err);
+    EXPECT_EQ(a_.engine().qp_state(Qpn{0x11}), qp::QpState::Err);
 }
 
 TEST_F(Congestion, RetryCountZeroFailsAtTheFirstTimeout) {
@@ -120,7 +120,7 @@ TEST_F(Congestion, RnrRetry7WaitsForeverEvenWithRetryCountZero) {
     // Far more waits than any count (min_rnr_timer 1: 10 us each).
     ASSERT_TRUE(run_until([&] { return a_.engine().counters().rnr_naks_received >= 100; }));
     EXPECT_TRUE(qa_.poll().empty());
-    EXPECT_EQ(a_.engine().qp_state(0x11), qp::QpState::Rts);
+    EXPECT_EQ(a_.engine().qp_state(Qpn{0x11}), qp::QpState::Rts);
     const uroce_sge r = sge_of(dst.data(), 500, dmr.lkey);
     qb_.post_recv(9, std::span(&r, 1));
     std::vector<uroce_cqe> a;
@@ -509,8 +509,8 @@ protected:
             auto qb = std::make_unique<TestQp>();
             make_qp(a_, *qa, 0x100 + i, qp::QpType::Rc, 10 + i);
             make_qp(b_, *qb, 0x1000 + i, qp::QpType::Rc, 10 + i);
-            a_.engine().modify_qp(0x100 + i, rts_attr(b_, 0x1000 + i), kConnectMask);
-            b_.engine().modify_qp(0x1000 + i, rts_attr(a_, 0x100 + i), kConnectMask);
+            a_.engine().modify_qp(Qpn{0x100 + i}, rts_attr(b_, 0x1000 + i), kConnectMask);
+            b_.engine().modify_qp(Qpn{0x1000 + i}, rts_attr(a_, 0x100 + i), kConnectMask);
             as_.push_back(std::move(qa));
             bs_.push_back(std::move(qb));
         }
@@ -616,7 +616,7 @@ TEST_F(ManyQps, TogetherTheyKeepToTheEngineWindow) {
     ASSERT_TRUE(run_until([&] {
         std::uint32_t in_flight = 0;
         for (std::uint32_t i = 0; i < kQps; ++i) {
-            const QueuePair* q = a_.engine().find_qp(0x100 + i);
+            const QueuePair* q = a_.engine().find_qp(Qpn{0x100 + i});
             in_flight += static_cast<std::uint32_t>(std::max(distance(q->sent_high, q->unacked), 0));
             for (auto& e : as_[i]->poll()) {
                 EXPECT_EQ(e.status, 0u);
@@ -645,8 +645,8 @@ protected:
             auto qb = std::make_unique<TestQp>();
             make_qp(a_, *qa, 0x100 + i, qp::QpType::Rc, 10 + i);
             make_qp(b_, *qb, 0x1000 + i, qp::QpType::Rc, 10 + i);
-            a_.engine().modify_qp(0x100 + i, rts_attr(b_, 0x1000 + i), kConnectMask);
-            b_.engine().modify_qp(0x1000 + i, rts_attr(a_, 0x100 + i), kConnectMask);
+            a_.engine().modify_qp(Qpn{0x100 + i}, rts_attr(b_, 0x1000 + i), kConnectMask);
+            b_.engine().modify_qp(Qpn{0x1000 + i}, rts_attr(a_, 0x100 + i), kConnectMask);
             as_.push_back(std::move(qa));
             bs_.push_back(std::move(qb));
         }
@@ -672,7 +672,7 @@ TEST_F(SharedPort, QpsTakeTurnsWhenThePortIsTheBottleneck) {
     run_until([] { return false; }, 400);
     std::int32_t least = INT32_MAX, most = 0;
     for (std::uint32_t i = 0; i < kQps; ++i) {
-        const QueuePair* q = a_.engine().find_qp(0x100 + i);
+        const QueuePair* q = a_.engine().find_qp(Qpn{0x100 + i});
         const std::int32_t sent = distance(q->sent_high, wire::Psn(0x100));
         least = std::min(least, sent);
         most = std::max(most, sent);
@@ -700,7 +700,7 @@ protected:
             qp::QpAttr attr = rts_attr(b_, 0x1000 + i);
             attr.retry_cnt = 1;
             attr.timeout = kTimeout;
-            a_.engine().modify_qp(0x100 + i, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
+            a_.engine().modify_qp(Qpn{0x100 + i}, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
         }
         wire_.refuse = [&](int sender, std::span<const std::uint8_t>) { return sender == 0 && take(0, 1); };
     }

@@ -30,12 +30,13 @@ protected:
 TEST_F(Features, SharedReceiveQueueFeedsTheQpAndRaisesItsLimitEvent) {
     // A second QP pair on B: its receives come from an SRQ.
     RingMemory srq_mem = make_wq(64, 16 + 4 * 16, 4, 0);
-    b_.engine().add_srq(9, kOwner, b_.pd, WorkRing(srq_mem.wq(), 64, 16 + 4 * 16, 4, 0), 0x5EC, 2);
+    b_.engine().add_srq(SrqHandle{9}, ClientId{kOwner}, PdHandle{b_.pd}, WorkRing(srq_mem.wq(), 64, 16 + 4 * 16, 4, 0),
+                        0x5EC, 2);
     TestQp qs;
     qs.qpn = 0x33;
     qs.sq_mem = make_wq(qs.sq_entries, qs.sq_stride, 4, 128);
     qs.cq_mem = make_cq(qs.cq_entries);
-    b_.engine().add_cq(2, kOwner, CqRing(qs.cq(), qs.cq_entries), -1, 0);
+    b_.engine().add_cq(CqHandle{2}, ClientId{kOwner}, CqRing(qs.cq(), qs.cq_entries), -1, 0);
     QpSetup s;
     s.qpn = 0x33;
     s.owner = kOwner;
@@ -47,9 +48,9 @@ TEST_F(Features, SharedReceiveQueueFeedsTheQpAndRaisesItsLimitEvent) {
     b_.engine().add_qp(s);
     // Point A's QP at the SRQ QP instead.
     qp::QpAttr to_b = rts_attr(b_, 0x33);
-    a_.engine().modify_qp(0x11, to_b, qp::AttrMask::kDestQpn);
+    a_.engine().modify_qp(Qpn{0x11}, to_b, qp::AttrMask::kDestQpn);
     qp::QpAttr to_a = rts_attr(a_, 0x11);
-    b_.engine().modify_qp(0x33, to_a,
+    b_.engine().modify_qp(Qpn{0x33}, to_a,
                           qp::AttrMask::kState | qp::AttrMask::kAv | qp::AttrMask::kPathMtu | qp::AttrMask::kDestQpn |
                               qp::AttrMask::kRqPsn | qp::AttrMask::kSqPsn | qp::AttrMask::kAccessFlags |
                               qp::AttrMask::kMaxDestRdAtomic | qp::AttrMask::kMinRnrTimer);
@@ -86,11 +87,11 @@ TEST_F(Features, SharedReceiveQueueFeedsTheQpAndRaisesItsLimitEvent) {
 
 TEST_F(Features, QpOnAnSrqEnteringErrorRaisesLastWqeReached) {
     RingMemory srq_mem = make_wq(64, 16 + 4 * 16, 4, 0);
-    b_.engine().add_srq(9, kOwner, b_.pd, WorkRing(srq_mem.wq(), 64, 16 + 4 * 16, 4, 0), 0x5EC, 0);
+    b_.engine().add_srq(SrqHandle{9}, ClientId{kOwner}, PdHandle{b_.pd}, WorkRing(srq_mem.wq(), 64, 16 + 4 * 16, 4, 0), 0x5EC, 0);
     TestQp qs;
     qs.sq_mem = make_wq(qs.sq_entries, qs.sq_stride, 4, 128);
     qs.cq_mem = make_cq(qs.cq_entries);
-    b_.engine().add_cq(2, kOwner, CqRing(qs.cq(), qs.cq_entries), -1, 0);
+    b_.engine().add_cq(CqHandle{2}, ClientId{kOwner}, CqRing(qs.cq(), qs.cq_entries), -1, 0);
     QpSetup s;
     s.qpn = 0x33;
     s.owner = kOwner;
@@ -104,12 +105,12 @@ TEST_F(Features, QpOnAnSrqEnteringErrorRaisesLastWqeReached) {
     const std::size_t before = b_.events.size();
     qp::QpAttr err;
     err.state = qp::QpState::Err;
-    b_.engine().modify_qp(0x33, err, qp::AttrMask::kState);
+    b_.engine().modify_qp(Qpn{0x33}, err, qp::AttrMask::kState);
     ASSERT_EQ(b_.events.size(), before + 1);
     EXPECT_EQ(b_.events.back().first, 0xC0FFEEu);
     EXPECT_EQ(b_.events.back().second, AsyncEvent::QpLastWqeReached);
     // A QP with its own receive queue raises nothing.
-    b_.engine().modify_qp(qb_.qpn, err, qp::AttrMask::kState);
+    b_.engine().modify_qp(Qpn{qb_.qpn}, err, qp::AttrMask::kState);
     EXPECT_EQ(b_.events.size(), before + 1);
 }
 
@@ -140,7 +141,7 @@ TEST_F(Features, SolicitedOnlyNotificationWaitsForASolicitedMessage) {
     int pipe_fds[2];
     ASSERT_EQ(::pipe2(pipe_fds, O_NONBLOCK), 0);
     // Re-register B's CQ with a channel.
-    b_.engine().add_cq(1, kOwner, CqRing(qb_.cq(), qb_.cq_entries), pipe_fds[1], 0xABCDEF);
+    b_.engine().add_cq(CqHandle{1}, ClientId{kOwner}, CqRing(qb_.cq(), qb_.cq_entries), pipe_fds[1], 0xABCDEF);
     std::vector<std::uint8_t> src(10, 1), dst(100, 0);
     const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
     const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);
@@ -197,13 +198,13 @@ TEST_F(Features, SendQueueDrainedStateStartsNothingNew) {
     qb_.post_recv(1, std::span(&r, 1));
     qp::QpAttr attr = rts_attr(b_, 0x22);
     attr.state = qp::QpState::Sqd;
-    a_.engine().modify_qp(0x11, attr, qp::AttrMask::kState);
+    a_.engine().modify_qp(Qpn{0x11}, attr, qp::AttrMask::kState);
     const uroce_sge s = sge_of(src.data(), 10, smr.lkey);
     qa_.post_send(send_wqe(WrOpcode::Send, 1, 1), std::span(&s, 1));
     run_until([] { return false; }, 50);
     EXPECT_TRUE(qa_.poll().empty());  // posted in SQD: held
     attr.state = qp::QpState::Rts;
-    a_.engine().modify_qp(0x11, attr, qp::AttrMask::kState);
+    a_.engine().modify_qp(Qpn{0x11}, attr, qp::AttrMask::kState);
     const auto a = wait_for(qa_, 1);
     ASSERT_EQ(a.size(), 1u);
     EXPECT_EQ(a[0].status, 0u);

@@ -108,7 +108,7 @@ TEST_F(Multicast, WithoutAMemberOrAfterADetachTheDatagramIsDropped) {
 
 TEST_F(Multicast, RemovingAQpDetachesIt) {
     ASSERT_EQ(b_.engine().multicast().attach(kGroup, 0x22), 0);
-    b_.engine().remove_qp(0x22);
+    b_.engine().remove_qp(Qpn{0x22});
     EXPECT_EQ(b_.engine().multicast().groups_of(0x22), 0u);
     EXPECT_TRUE(b_.engine().multicast().members(kGroup).empty());
 }

@@ -15,8 +15,8 @@ const std::vector<std::uint32_t> kSizes = {1, kMtu - 1, kMtu, kMtu + 1, 2 * kMtu
 class Rc : public TwoNodes {
 protected:
     std::string debug() {
-        const QueuePair* q = a_.engine().find_qp(0x11);
-        const QueuePair* r = b_.engine().find_qp(0x22);
+        const QueuePair* q = a_.engine().find_qp(Qpn{0x11});
+        const QueuePair* r = b_.engine().find_qp(Qpn{0x22});
         std::string out = " | A retired " + std::to_string(q->retired) + " sending " + std::to_string(q->sending) +
                           " sent_packets " + std::to_string(q->sent_packets) + " fetched " + std::to_string(q->fetched) +
                           " unacked " + std::to_string(q->unacked.value()) + " next " + std::to_string(q->next_psn.value()) +
@@ -118,7 +118,7 @@ TEST_F(Rc, BadRkeyAndOutOfRangeAreRemoteAccessErrorsAndWriteNothing) {
     ASSERT_EQ(a.size(), 1u);
     EXPECT_EQ(a[0].status, static_cast<std::uint32_t>(WcStatus::RemAccessErr));
     EXPECT_TRUE(std::all_of(dst.begin(), dst.end(), [](std::uint8_t c) { return c == 0x11; }));
-    EXPECT_EQ(a_.engine().qp_state(0x11), qp::QpState::Err);
+    EXPECT_EQ(a_.engine().qp_state(Qpn{0x11}), qp::QpState::Err);
 }
 
 TEST_F(Rc, WriteWithoutRemoteWriteRightIsRefused) {
@@ -245,7 +245,7 @@ TEST_F(Rc, ReceiverNotReadyWaitsForAReceive) {
 TEST_F(Rc, RnrRetryExhaustedFails) {
     qp::QpAttr attr = rts_attr(b_, 0x22);
     attr.rnr_retry = 1;
-    a_.engine().modify_qp(0x11, attr, qp::AttrMask::kRnrRetry);
+    a_.engine().modify_qp(Qpn{0x11}, attr, qp::AttrMask::kRnrRetry);
     std::vector<std::uint8_t> src(10, 1);
     const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
     const uroce_sge s = sge_of(src.data(), 10, smr.lkey);
@@ -264,7 +264,7 @@ TEST_F(Rc, NoPeerExhaustsRetries) {
     qp::QpAttr attr = rts_attr(b_, 0x22);
     attr.retry_cnt = 2;
     attr.timeout = 8;  // ~1 ms
-    a_.engine().modify_qp(0x11, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
+    a_.engine().modify_qp(Qpn{0x11}, attr, qp::AttrMask::kRetryCnt | qp::AttrMask::kTimeout);
     wire_.filter = [](std::span<const std::uint8_t>) { return 0; };
     std::vector<std::uint8_t> src(10, 1);
     const auto smr = a_.reg(src.data(), src.size(), kAllAccess);
@@ -295,8 +295,8 @@ TEST_F(Rc, MalformedWqeFailsOnlyItsQp) {
     }));
     EXPECT_EQ(a[0].status, static_cast<std::uint32_t>(WcStatus::LocQpOpErr));
     EXPECT_NE(a[1].status, 0u);
-    EXPECT_EQ(a_.engine().qp_state(0x11), qp::QpState::Err);
-    EXPECT_EQ(b_.engine().qp_state(0x22), qp::QpState::Rts);
+    EXPECT_EQ(a_.engine().qp_state(Qpn{0x11}), qp::QpState::Err);
+    EXPECT_EQ(b_.engine().qp_state(Qpn{0x22}), qp::QpState::Rts);
 }
 
 TEST_F(Rc, ProducerIndexMovedBackwardsErrorsTheQpWithoutHanging) {
@@ -311,9 +311,9 @@ TEST_F(Rc, ProducerIndexMovedBackwardsErrorsTheQpWithoutHanging) {
     // looped 2^32 times).
     std::atomic_ref<std::uint32_t>(qa_.sq()->producer).store(2, std::memory_order_release);
     a_.engine().poll(now_);
-    EXPECT_EQ(a_.engine().qp_state(0x11), qp::QpState::Err);
+    EXPECT_EQ(a_.engine().qp_state(Qpn{0x11}), qp::QpState::Err);
     EXPECT_GE(a_.engine().counters().bad_wqes, 1u);
-    EXPECT_EQ(b_.engine().qp_state(0x22), qp::QpState::Rts);
+    EXPECT_EQ(b_.engine().qp_state(Qpn{0x22}), qp::QpState::Rts);
 }
 
 TEST_F(Rc, ErrorStateFlushesPostedReceives) {
@@ -324,7 +324,7 @@ TEST_F(Rc, ErrorStateFlushesPostedReceives) {
     qb_.post_recv(2, std::span(&r, 1));
     qp::QpAttr attr = rts_attr(a_, 0x11);
     attr.state = qp::QpState::Err;
-    b_.engine().modify_qp(0x22, attr, qp::AttrMask::kState);
+    b_.engine().modify_qp(Qpn{0x22}, attr, qp::AttrMask::kState);
     std::vector<uroce_cqe> b;
     ASSERT_TRUE(run_until([&] {
         for (auto& e : qb_.poll()) b.push_back(e);
@@ -350,8 +350,8 @@ TEST_F(Rc, ReceiveInProgressIsRetiredWhenItCompletes) {
     wire_.filter = [&](std::span<const std::uint8_t>) { return ++frames == 1 ? 1 : 0; };
     const uroce_sge s = sge_of(src.data(), static_cast<std::uint32_t>(src.size()), smr.lkey);
     qa_.post_send(send_wqe(WrOpcode::Send, 1, 1), std::span(&s, 1));
-    ASSERT_TRUE(run_until([&] { return b_.engine().find_qp(0x22)->recv_state != ReceiveWqeState::None; }));
-    EXPECT_EQ(b_.engine().find_qp(0x22)->rq_consumed, 1u);
+    ASSERT_TRUE(run_until([&] { return b_.engine().find_qp(Qpn{0x22})->recv_state != ReceiveWqeState::None; }));
+    EXPECT_EQ(b_.engine().find_qp(Qpn{0x22})->rq_consumed, 1u);
     EXPECT_EQ(std::atomic_ref<std::uint32_t>(qb_.rq()->consumer).load(), 0u);
 
     wire_.filter = nullptr;  // the requester retransmits the rest

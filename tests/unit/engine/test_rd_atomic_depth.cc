@@ -38,8 +38,8 @@ protected:
             a->max_rd_atomic = kDepth;
             a->max_dest_rd_atomic = kDepth;
         }
-        a_.engine().modify_qp(0x11, to_b, all);
-        b_.engine().modify_qp(0x22, to_a, all);
+        a_.engine().modify_qp(Qpn{0x11}, to_b, all);
+        b_.engine().modify_qp(Qpn{0x22}, to_a, all);
     }
 };
 
@@ -61,8 +61,8 @@ TEST_F(RdAtomicDepth, MoreThanSixteenReadsInFlightAllAnswered) {
     std::vector<uroce_cqe> done;
     std::uint32_t most_in_flight = 0;
     ASSERT_TRUE(run_until([&] {
-        most_in_flight = std::max(most_in_flight, a_.engine().find_qp(0x11)->rd_atomic_in_flight);
-        EXPECT_LE(a_.engine().find_qp(0x11)->rd_atomic_in_flight, kDepth);
+        most_in_flight = std::max(most_in_flight, a_.engine().find_qp(Qpn{0x11})->rd_atomic_in_flight);
+        EXPECT_LE(a_.engine().find_qp(Qpn{0x11})->rd_atomic_in_flight, kDepth);
         for (auto& e : qa_.poll()) done.push_back(e);
         return done.size() == kReads;
     }));

@@ -100,7 +100,7 @@ protected:
         const uroce_cqe c = next_completion();
         ASSERT_EQ(c.status, 0u);
         ASSERT_EQ(a_.engine().counters().timeouts, 1u);
-        ASSERT_EQ(a_.engine().find_qp(0x11)->window.packets(), CongestionWindow::kMinAfterLoss);
+        ASSERT_EQ(a_.engine().find_qp(Qpn{0x11})->window.packets(), CongestionWindow::kMinAfterLoss);
         ASSERT_TRUE(std::equal(control_.begin(), control_.begin() + 8, remote_.region()));
         asked_.clear();
     }

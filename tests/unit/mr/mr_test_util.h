@@ -81,9 +81,9 @@ inline Checked remote(const MrTable& table, std::uint32_t rkey, std::uint32_t pd
                       std::uint64_t length, std::uint32_t qpn = kQpn, std::uint32_t qp_access = kQpAll) {
     EpochGuard guard(table.epoch());
     RemoteRequest r;
-    r.rkey = rkey;
-    r.pd = pd;
-    r.qpn = qpn;
+    r.rkey = MrKey{rkey};
+    r.pd = PdHandle{pd};
+    r.qpn = Qpn{qpn};
     r.qp_access = qp_access;
     r.op = op;
     r.va = va;
@@ -94,7 +94,7 @@ inline Checked remote(const MrTable& table, std::uint32_t rkey, std::uint32_t pd
 inline Checked local(const MrTable& table, std::uint32_t lkey, std::uint32_t pd, std::uint64_t addr,
                      std::uint64_t length, bool device_writes, std::uint32_t qpn = kQpn) {
     EpochGuard guard(table.epoch());
-    return copy_out(table.check_local(guard, lkey, pd, addr, length, device_writes, qpn));
+    return copy_out(table.check_local(guard, MrKey{lkey}, PdHandle{pd}, addr, length, device_writes, Qpn{qpn}));
 }
 
 // A key with the same index and another key byte.

@@ -130,7 +130,7 @@ TEST_F(RegAccess, UnknownBitsThroughRegMr) {
     const Registered r = reg(buf, 4096, kLW | kRR | (1u << 27));
     ASSERT_EQ(r.error, 0);
     EpochGuard guard(table.epoch());
-    const Translation t = table.check_local(guard, r.lkey, pd, buf, 16, false);
+    const Translation t = table.check_local(guard, MrKey{r.lkey}, PdHandle{pd}, buf, 16, false);
     ASSERT_TRUE(t.ok());
     EXPECT_EQ(t.desc->access, kLW | kRR);  // the optional bit is gone
 }
@@ -164,7 +164,7 @@ TEST_F(RegAccess, RelaxedOrderingIsKeptAndHarmless) {
     const Registered r = reg(buf, 4096, kLW | kRR | Access::kRelaxedOrdering);
     ASSERT_EQ(r.error, 0);
     EpochGuard guard(table.epoch());
-    const Translation t = table.check_local(guard, r.lkey, pd, buf, 16, true);
+    const Translation t = table.check_local(guard, MrKey{r.lkey}, PdHandle{pd}, buf, 16, true);
     ASSERT_TRUE(t.ok());
     EXPECT_EQ(t.desc->access, kLW | kRR | Access::kRelaxedOrdering);
 }

@@ -15,7 +15,7 @@ class CheckLocal : public MrTest {};
 TEST_F(CheckLocal, OkTranslatesToTheProcessAddress) {
     const std::uint32_t key = reg_ok(4096, 8192, kLW);
     EpochGuard guard(table.epoch());
-    const Translation t = table.check_local(guard, key, pd, buf + 4096 + 100, 200, true);
+    const Translation t = table.check_local(guard, MrKey{key}, PdHandle{pd}, buf + 4096 + 100, 200, true);
     ASSERT_EQ(t.status, CheckStatus::Ok);
     EXPECT_EQ(t.host_addr, buf + 4096 + 100);
     ASSERT_NE(t.desc, nullptr);
@@ -28,8 +28,8 @@ TEST_F(CheckLocal, OkTranslatesToTheProcessAddress) {
     EXPECT_EQ(t.desc->host_base, buf + 4096);
     EXPECT_EQ(t.desc->backing, Backing::ProcessMemory);
     // The whole MR, first and last byte.
-    EXPECT_TRUE(table.check_local(guard, key, pd, buf + 4096, 8192, true).ok());
-    EXPECT_TRUE(table.check_local(guard, key, pd, buf + 4096 + 8191, 1, false).ok());
+    EXPECT_TRUE(table.check_local(guard, MrKey{key}, PdHandle{pd}, buf + 4096, 8192, true).ok());
+    EXPECT_TRUE(table.check_local(guard, MrKey{key}, PdHandle{pd}, buf + 4096 + 8191, 1, false).ok());
 }
 
 TEST_F(CheckLocal, LkeyInvalid) {

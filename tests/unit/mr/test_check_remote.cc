@@ -65,9 +65,9 @@ TEST_F(CheckRemote, OkTranslatesAndCarriesTheDescriptor) {
     const std::uint32_t key = reg_ok(0, 8192, kFull);
     EpochGuard guard(table.epoch());
     RemoteRequest r;
-    r.rkey = key;
-    r.pd = pd;
-    r.qpn = kQpn;
+    r.rkey = MrKey{key};
+    r.pd = PdHandle{pd};
+    r.qpn = Qpn{kQpn};
     r.qp_access = kQpAll;
     r.op = RemoteOp::Write;
     r.va = buf + 4000;

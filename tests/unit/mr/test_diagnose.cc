@@ -16,9 +16,9 @@ protected:
                         std::uint32_t request_pd = 0) {
         EpochGuard guard(table.epoch());
         RemoteRequest r;
-        r.rkey = rkey;
-        r.pd = request_pd != 0 ? request_pd : pd;
-        r.qpn = kQpn;
+        r.rkey = MrKey{rkey};
+        r.pd = PdHandle{request_pd != 0 ? request_pd : pd};
+        r.qpn = Qpn{kQpn};
         r.qp_access = kQpAll;
         r.op = op;
         r.va = va;

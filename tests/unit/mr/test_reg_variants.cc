@@ -132,8 +132,8 @@ TEST_F(RegVariants, DmaBufTranslatesToOffsets) {
     ASSERT_EQ(reg.error, 0);
     EpochGuard guard(table.epoch());
     RemoteRequest rq;
-    rq.rkey = reg.rkey;
-    rq.pd = pd;
+    rq.rkey = MrKey{reg.rkey};
+    rq.pd = PdHandle{pd};
     rq.qp_access = kQpAll;
     rq.op = RemoteOp::Write;
     rq.va = 0x4000'0000 + 0x2345;
@@ -143,7 +143,7 @@ TEST_F(RegVariants, DmaBufTranslatesToOffsets) {
     EXPECT_EQ(t.host_addr, 0x10000u + 0x2345u);
     EXPECT_EQ(t.desc->backing, Backing::DmaBuf);
     EXPECT_EQ(t.desc->dmabuf_handle, 7);
-    const Translation l = table.check_local(guard, reg.lkey, pd, 0x4000'0000, 1 << 20, true);
+    const Translation l = table.check_local(guard, MrKey{reg.lkey}, PdHandle{pd}, 0x4000'0000, 1 << 20, true);
     EXPECT_EQ(l.status, CheckStatus::Ok);
     EXPECT_EQ(l.host_addr, 0x10000u);
 }

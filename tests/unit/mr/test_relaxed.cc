@@ -226,9 +226,9 @@ TEST_F(Relaxed, DeregistrationOnlyMarksAndStaleAccessesAreReported) {
     {
         EpochGuard guard(table.epoch());
         RemoteRequest rq;
-        rq.rkey = r.key;
-        rq.pd = pd;
-        rq.qpn = 0x12;
+        rq.rkey = MrKey{r.key};
+        rq.pd = PdHandle{pd};
+        rq.qpn = Qpn{0x12};
         rq.qp_access = kQpAll;
         rq.op = RemoteOp::Write;
         rq.va = buf + 4096 + 2000;

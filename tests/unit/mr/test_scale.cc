@@ -39,8 +39,8 @@ TEST(MrScale, OneMillionMrsRegisterCheckDeregister) {
         EpochGuard guard(table.epoch());
         for (std::uint32_t i = 0; i < kCount; i += 997) {
             RemoteRequest r;
-            r.rkey = keys[i];
-            r.pd = pd;
+            r.rkey = MrKey{keys[i]};
+            r.pd = PdHandle{pd};
             r.qp_access = kQpAll;
             r.op = RemoteOp::Read;
             r.va = addr_of_mr(i) + 100;
