@@ -45,39 +45,73 @@ RUN_SECONDS = 60
 
 class Pair:
     """A server program started first and a client retried until the
-    server listens; both are stopped by PID whatever happens."""
+    server listens; both are stopped by PID whatever happens.
 
-    def __init__(self, daemon, server_argv, client_argv):
+    A refused client is started again against the same server when the
+    server listens once (rping, ucmatose, udaddy: the refusal only means it
+    did not listen yet). A server that listens in two phases (perftest -R: a
+    control connection, then a new listener for the data connection) is
+    started again with the client (`restart_server_on_reject`): a refusal may
+    come from the gap between its two listeners, and a second client would
+    then meet a server that waits for a data connection. That server takes
+    the new client's control connection as its data connection and both sides
+    wait for ever (CI, load 19: ib_send_lat's first client passed the control
+    connection, its data REQ got REJ 8, the retried client hung for 60 s)."""
+
+    def __init__(self, daemon, server_argv, client_argv, run_seconds=None, restart_server_on_reject=False,
+                 server_ready_sign=None):
         self.daemon = daemon
+        self.server_argv = server_argv
+        self.client_argv = client_argv
+        self.run_seconds = run_seconds or RUN_SECONDS
+        self.restart_server_on_reject = restart_server_on_reject
+        self.server_ready_sign = server_ready_sign
+        self.start_server()
+
+    def start_server(self):
         # A file, not a pipe: nobody reads while the client runs, and a
         # verbose server would block on a full pipe.
         self.server_log = tempfile.TemporaryFile(mode="w+")
-        self.server = subprocess.Popen(daemon.exec_argv(*server_argv), stdout=self.server_log,
+        self.server = subprocess.Popen(self.daemon.exec_argv(*self.server_argv), stdout=self.server_log,
                                        stderr=subprocess.STDOUT, text=True)
-        self.client_argv = client_argv
+        if self.server_ready_sign is None:
+            return
+        # Fewer refusals: the client starts once the server says it is about
+        # to listen (a bounded wait; a refusal after it is still retried).
+        deadline = time.monotonic() + LISTEN_SECONDS
+        while time.monotonic() < deadline and self.server.poll() is None:
+            self.server_log.seek(0)
+            if self.server_ready_sign in self.server_log.read():
+                return
+            time.sleep(0.01)
 
     def run(self, server_stays=False):
         deadline = time.monotonic() + LISTEN_SECONDS
         while True:
             try:
                 client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
-                                        timeout=RUN_SECONDS)
+                                        timeout=self.run_seconds)
             except subprocess.TimeoutExpired as e:  # killed: report both sides' output
-                out = f"client timed out after {RUN_SECONDS} s\n" + (e.stdout or b"").decode(errors="replace")
+                out = f"client timed out after {self.run_seconds} s\n" + (e.stdout or b"").decode(errors="replace")
                 client = subprocess.CompletedProcess(e.cmd, -9, out, "")
             out = client.stdout + client.stderr
             rejected = any(sign in out for sign in ("REJECTED", "rejected", "Connection refused",
                                                     "Unexpected CM event bl blka 8",  # perftest's REJECTED
                                                     "UNREACHABLE, error: 1"))  # SIDR: nobody listens
-            if client.returncode == 0 or not rejected or time.monotonic() > deadline or self.server.poll() is not None:
+            server_gone = self.server.poll() is not None and not self.restart_server_on_reject
+            if client.returncode == 0 or not rejected or time.monotonic() > deadline or server_gone:
                 break
-            time.sleep(0.05)
+            if self.restart_server_on_reject:
+                self.close()
+                self.start_server()
+            else:
+                time.sleep(0.05)
         if server_stays and self.server.poll() is None:
             self.server.kill()  # a server that serves until stopped (cmtime)
             self.server.wait()
             self.server.returncode = 0
         try:
-            self.server.wait(timeout=RUN_SECONDS)
+            self.server.wait(timeout=self.run_seconds)
         except subprocess.TimeoutExpired:
             self.server.kill()
             self.server.wait()
@@ -100,8 +134,8 @@ class RdmaCm(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.close()
 
-    def pair(self, server_argv, client_argv, server_stays=False):
-        p = Pair(self.daemon, server_argv, client_argv)
+    def pair(self, server_argv, client_argv, server_stays=False, **kw):
+        p = Pair(self.daemon, server_argv, client_argv, **kw)
         self.addCleanup(p.close)
         crc, cout, src, sout = p.run(server_stays)
         why = f"client:\n{tail(cout)}\nserver:\n{tail(sout)}\ndaemon:\n{tail(self.daemon.log_text())}"
@@ -156,7 +190,9 @@ class RdmaCm(unittest.TestCase):
         for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"):
             with self.subTest(tool=tool):
                 argv = [tool, "-R", "-d", self.daemon.name, "-n", "1000", "-p", "18515"]
-                cout, _ = self.pair(argv, [*argv, IP])
+                # Its server listens twice (control, then data): see Pair.
+                cout, _ = self.pair(argv, [*argv, IP], restart_server_on_reject=True,
+                                    server_ready_sign="Waiting for client to connect")
                 self.assertIn("#bytes", cout)
 
     def test_cmtime_hundred_connections(self):
