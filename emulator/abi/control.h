@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 6u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached, LOOP_STALLS (140) */
+#define UROCE_CTRL_VERSION 7u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached, LOOP_STALLS (140); 7: CM command options carry a 72-byte path record (RDMA_OPTION_IB_PATH), REG_MR of a dma-buf maps it */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
