@@ -64,8 +64,21 @@ int UcmaDevice::query_gid(const CmId& id, std::uint16_t out, CommandResult& r) c
     return 0;
 }
 
+namespace {
+
+// The fixed part of rdma_ucm_query_path_resp (num_paths, reserved): the
+// kernel's struct ends in a flexible array member, which C++ may not
+// instantiate (clang -Wpedantic refuses it).
+struct QueryPathHeader {
+    std::uint32_t num_paths;
+    std::uint32_t reserved;
+};
+static_assert(sizeof(QueryPathHeader) == 8, "rdma_ucm_query_path_resp's header: two __u32");
+
+}  // namespace
+
 int UcmaDevice::query_path(const CmId& id, std::uint16_t out, CommandResult& r) const {
-    rdma_ucm_query_path_resp header{};
+    QueryPathHeader header{};
     if (out < sizeof(header)) {
         return ENOSPC;
     }
