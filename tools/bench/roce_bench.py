@@ -8,7 +8,7 @@ same veth, and one core's memcpy bandwidth.
 
 usage: sudo tools/bench/roce_bench.py [--build-dir build] [--topology loopback,veth,veth-jumbo,memif]
                                       [--verbs WRITE,READ,SEND] [--seconds 2] [--lat-iters 10000] [--qps 1]
-                                      [--daemon-arg=--realtime-priority=1 ...] [--json FILE]
+                                      [--daemon-arg=--realtime-priority=0 ...] [--json FILE]
 
 For each verb: bandwidth at 64 B, 4 KiB and 64 KiB (ib_*_bw -D SECONDS) and
 latency at 2 B (ib_*_lat -n LAT_ITERS; the median, "t_typical", and the
@@ -267,7 +267,7 @@ def main():
     ap.add_argument("--topology", default=",".join(KINDS), help=f"comma-separated: {', '.join(KINDS)}")
     ap.add_argument("--verbs", default="WRITE,READ,SEND", help="comma-separated: WRITE, READ, SEND")
     ap.add_argument("--daemon-arg", action="append", default=[],
-                    help="one more uroced flag for every daemon (repeatable): --daemon-arg=--realtime-priority=1")
+                    help="one more uroced flag for every daemon (repeatable): --daemon-arg=--realtime-priority=0")
     ap.add_argument("--seconds", type=int, default=2, help="duration of each bandwidth run (perftest -D)")
     ap.add_argument("--lat-iters", type=int, default=10000, help="iterations of each latency run (perftest -n)")
     ap.add_argument("--qps", type=int, default=1, help="QPs of each bandwidth run (perftest -q)")

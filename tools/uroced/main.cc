@@ -1,7 +1,7 @@
 // uroced: the uroce software RoCEv2 device daemon.
 //
 //   uroced --port loopback --ip 192.0.2.1 [--ip 2001:db8::1] [--name uroce0]
-//          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 1] [--spin-us 200] [--stall-ms 100]
+//          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 0-99 (1)] [--spin-us 200] [--stall-ms 100]
 //          [--fault RULE]... [--fault-seed N] [--no-fault-hook] [--no-capture-hook]
 //
 // Publishes the device under the state directory (a sysfs-style tree for
@@ -87,11 +87,13 @@ bool lock_instance(const uroce::daemon::InstanceLock& lock, const std::string& n
 // looked at once more, and the loop sleeps until a doorbell, a control
 // message, a frame (when the port can say so) or the next timer
 // (idle_wait.h). Control messages are served between data-path rounds.
-// With --realtime-priority the loop's thread runs SCHED_FIFO (realtime.h),
-// dropping back to SCHED_OTHER for the rest of a busy stretch that outlasts
-// its budget.
+// The loop's thread runs SCHED_FIFO where permitted (realtime.h), dropping
+// back to SCHED_OTHER for the rest of a busy stretch that outlasts its
+// budget; --realtime-priority 0 keeps it SCHED_OTHER.
 struct LoopSchedule {
-    int realtime_priority = 0;                // 0: SCHED_OTHER
+    // Without the flag: kDefaultRealtimePriority, and a refusal is normal
+    // (an unprivileged daemon), so it is said quietly.
+    std::optional<int> realtime_priority;  // 0: SCHED_OTHER
     std::optional<std::chrono::microseconds> spin;  // the idle policy's default when unset
     // Rounds longer than this are counted and logged as stalls (loop_stalls.h).
     std::chrono::milliseconds stall_threshold{100};
@@ -106,6 +108,10 @@ struct LoopSchedule {
 // Measured over a veth under load: 2-byte WRITE latency 38-46 us median
 // with no spin, 3.9-4.1 ms with a 20 us spin (docs/daemon.md).
 constexpr std::chrono::microseconds kRealtimeSpinWithRxFd{0};
+// The lowest real-time priority: above every SCHED_OTHER program, below any
+// real-time thread an administrator set up (docs/daemon.md "Real-time
+// priority" has the figures that made it the default).
+constexpr int kDefaultRealtimePriority = 1;
 constexpr std::chrono::microseconds kRealtimeSpinWithoutRxFd{20};
 
 // `faults`, when the fault hook is installed, holds frames back: its next
@@ -115,20 +121,25 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
     using namespace uroce;
     using Clock = std::chrono::steady_clock;
     daemon::IdleWait idle;
-    daemon::RealtimeClass realtime(schedule.realtime_priority);
-    if (!realtime.problem().empty()) {
+    const int priority = schedule.realtime_priority.value_or(kDefaultRealtimePriority);
+    daemon::RealtimeClass realtime(priority);
+    if (!realtime.problem().empty() && schedule.realtime_priority) {
         daemon::log_warn("{}", realtime.problem());
+    } else if (!realtime.problem().empty()) {
+        daemon::log_info("loop thread: {}", realtime.problem());
     } else if (realtime.state() == daemon::RealtimeState::Running) {
-        daemon::log_info("loop thread: SCHED_FIFO priority {}, {} ms busy budget", schedule.realtime_priority,
+        daemon::log_info("loop thread: SCHED_FIFO priority {}, {} ms busy budget", priority,
                          daemon::RealtimeClass::kBusyBudget.count());
     }
     datapath.set_idle_counters(&idle.counters());  // for STATS, served from this loop
     idle.watch(server.epoll_fd());
     idle.watch(server.doorbell_fd());
-    const bool have_rx_fd = port.rx_wait_fd() >= 0 && idle.watch_rx(port.rx_wait_fd());
+    // A port with no wire (loopback) receives only what this loop sent, so,
+    // like a port with an rx wake fd, nothing arrives while the loop sleeps.
+    const bool frames_wake_loop = (port.rx_wait_fd() >= 0 && idle.watch_rx(port.rx_wait_fd())) || !port.has_wire();
     daemon::IdlePolicyConfig idle_config;
     if (realtime.state() == daemon::RealtimeState::Running) {
-        idle_config.spin = have_rx_fd ? kRealtimeSpinWithRxFd : kRealtimeSpinWithoutRxFd;
+        idle_config.spin = frames_wake_loop ? kRealtimeSpinWithRxFd : kRealtimeSpinWithoutRxFd;
     }
     if (schedule.spin) {
         idle_config.spin = *schedule.spin;
@@ -172,7 +183,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
                 deadline = held;  // a delayed or reordered frame falls due
             }
         }
-        const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, have_rx_fd);
+        const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, frames_wake_loop);
         watch.phase_done(daemon::LoopPhase::Housekeeping, Clock::now());
         if (!d.sleep) {
             if (!worked) {
@@ -187,7 +198,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         // rings.h doorbell protocol: arm, then look once more before sleeping.
         datapath.arm_doorbells();
         if (datapath.poll(Clock::now())) {
-            (void)policy.after_poll(true, Clock::now(), deadline, have_rx_fd);
+            (void)policy.after_poll(true, Clock::now(), deadline, frames_wake_loop);
             watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
             continue;
         }
@@ -222,7 +233,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
                      m.reports_sent, m.leaves_sent, m.queries, m.malformed, m.tx_refused, m.groups);
     daemon::log_info("idle: {} sleeps ({} woken by an fd), {:.3f} s asleep", i.sleeps, i.woken_by_fd,
                      static_cast<double>(i.slept_ns) / 1e9);
-    if (schedule.realtime_priority != 0) {
+    if (priority != 0) {
         daemon::log_info("real-time: {} busy stretches outlasted the budget", realtime.demotions());
     }
     const auto& w = watch.counters();
@@ -252,13 +263,13 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(576u, 9216u));
     LoopSchedule schedule;
     app.add_option("--realtime-priority", schedule.realtime_priority,
-                   "run the loop thread SCHED_FIFO at this priority (1-99; 0, the default: SCHED_OTHER); "
+                   "run the loop thread SCHED_FIFO at this priority (1-99, default 1; 0: SCHED_OTHER); "
                    "falls back to SCHED_OTHER where not permitted (docs/daemon.md)")
         ->check(CLI::Range(0, 99));
     std::uint32_t spin_us = 0;
     auto* spin_option = app.add_option("--spin-us", spin_us,
                                        "microseconds the loop keeps polling after its last work before it sleeps "
-                                       "(default 200; with --realtime-priority 0 on a port with an rx wake fd, "
+                                       "(SCHED_OTHER: 200; SCHED_FIFO: 0 where frames wake the loop, "
                                        "else 20)")
                             ->check(CLI::Range(0u, 100000u));
     std::uint32_t stall_ms = 100;

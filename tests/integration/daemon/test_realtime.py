@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """uroced --realtime-priority (docs/daemon.md "Real-time priority"): the loop
-thread runs SCHED_FIFO at the asked priority with RLIMIT_RTTIME's soft limit
-at the busy budget; where SCHED_FIFO is refused (no CAP_SYS_NICE,
-RLIMIT_RTPRIO 0) it warns and serves as SCHED_OTHER; without the flag it is
-SCHED_OTHER.
+thread runs SCHED_FIFO at the asked priority (1 without the flag) with
+RLIMIT_RTTIME's soft limit at the busy budget; where SCHED_FIFO is refused (no
+CAP_SYS_NICE, RLIMIT_RTPRIO 0) it serves as SCHED_OTHER, with a warning when
+the priority was asked for and an info line when it was the default;
+--realtime-priority 0 keeps it SCHED_OTHER.
 
 usage: test_realtime.py UROCED UROCE
 """
@@ -70,11 +71,29 @@ class RealtimeTests(unittest.TestCase):
         self.assertEqual(os.sched_getscheduler(proc.pid), os.SCHED_OTHER)
         self.assertRegex(self.log_text(), r"SCHED_FIFO priority 3 refused: .*staying SCHED_OTHER")
 
-    def test_without_the_flag_stays_sched_other(self):
+    def test_without_the_flag_takes_sched_fifo_priority_1(self):
         proc = self.start([])
+        self.assertEqual(os.sched_getscheduler(proc.pid), os.SCHED_FIFO, self.log_text())
+        self.assertEqual(os.sched_getparam(proc.pid).sched_priority, 1)
+        self.assertIn("SCHED_FIFO priority 1", self.log_text())
+
+    def test_priority_0_stays_sched_other(self):
+        proc = self.start(["--realtime-priority", "0"])
         self.assertEqual(os.sched_getscheduler(proc.pid), os.SCHED_OTHER)
         self.assertNotIn("SCHED_FIFO", self.log_text())
 
+    def test_refused_default_is_said_without_a_warning(self):
+        # An unprivileged daemon cannot take SCHED_FIFO: that is normal, not
+        # a problem to warn about; the log still says how the loop runs.
+        setpriv, prlimit = shutil.which("setpriv"), shutil.which("prlimit")
+        if not (setpriv and prlimit):
+            self.skipTest("needs setpriv and prlimit (util-linux) to drop CAP_SYS_NICE")
+        wrapper = [prlimit, "--rtprio=0", setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--"]
+        proc = self.start([], wrapper)
+        self.assertEqual(os.sched_getscheduler(proc.pid), os.SCHED_OTHER)
+        log = self.log_text()
+        self.assertRegex(log, r"info: loop thread: SCHED_FIFO priority 1 refused: .*staying SCHED_OTHER")
+        self.assertNotIn("warning", log)
 
 if __name__ == "__main__":
     UROCED, UROCE = (os.path.abspath(p) for p in sys.argv[1:3])
