@@ -367,12 +367,51 @@ std::optional<wire::Gid> Neighbours::source_for(std::span<const std::uint8_t> fr
             return src;
         }
     }
+    return first_source_for(dst);
+}
+
+std::optional<wire::Gid> Neighbours::first_source_for(const wire::Gid& dst) const {
+    const bool v4 = wire::is_ipv4_mapped(dst);
     for (const wire::Gid& a : our_addresses_) {
         if (wire::is_ipv4_mapped(a) == v4) {
             return a;
         }
     }
     return std::nullopt;
+}
+
+Neighbours::Table::iterator Neighbours::start_resolving(const wire::Gid& dst, const wire::Gid& source,
+                                                        Clock::time_point now) {
+    if (table_.size() >= config_.max_entries && !make_room(now)) {
+        return table_.end();
+    }
+    auto it = table_.emplace(dst, Entry{}).first;
+    it->second.source = source;
+    it->second.last_used = now;
+    send_request(dst, it->second, now);
+    return it;
+}
+
+LinkState Neighbours::link_state(const wire::Gid& dst) const {
+    if (!port_.has_wire() || is_ours(dst) || group_mac(dst)) {
+        return LinkState::Known;
+    }
+    return lookup(dst) ? LinkState::Known : LinkState::Resolving;
+}
+
+LinkState Neighbours::resolve(const wire::Gid& dst, const wire::Gid& source, Clock::time_point now) {
+    if (link_state(dst) == LinkState::Known) {
+        return LinkState::Known;
+    }
+    if (table_.contains(dst)) {
+        return LinkState::Resolving;  // Incomplete: its requests are already out
+    }
+    // No source address of the family, or no room: nothing is sent, and the
+    // caller's own timeout ends the wait (Linux: -ENODATA until it expires).
+    if (const auto from = is_ours(source) ? std::optional(source) : first_source_for(dst)) {
+        start_resolving(dst, *from, now);
+    }
+    return LinkState::Resolving;
 }
 
 bool Neighbours::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) {
@@ -393,14 +432,13 @@ bool Neighbours::send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Cl
     }
     if (it == table_.end()) {
         const auto source = source_for(frame, dst);
-        if (!source || (table_.size() >= config_.max_entries && !make_room(now))) {
+        if (source) {
+            it = start_resolving(dst, *source, now);
+        }
+        if (it == table_.end()) {
             counters_.no_entry_dropped += 1;
             return true;
         }
-        it = table_.emplace(dst, Entry{}).first;
-        it->second.source = *source;
-        it->second.last_used = now;
-        send_request(dst, it->second, now);
     }
     Entry& e = it->second;
     if (e.queue.size() >= config_.queue_frames) {

@@ -87,6 +87,13 @@ struct NeighbourConfig {
     Clock::duration answer_interval = std::chrono::milliseconds(100);
 };
 
+// Whether frames to a peer would leave at once, for callers that must know
+// before they send anything (rdma_cm's address resolution, addr.c).
+enum class LinkState : std::uint8_t {
+    Known,      // the MAC is known, or none is needed (ours, multicast, no wire)
+    Resolving,  // a request is out (or the table had no room for one)
+};
+
 struct NeighbourCounters {
     std::uint64_t arp_requests_sent = 0;
     std::uint64_t arp_replies_sent = 0;
@@ -127,6 +134,16 @@ public:
     // full): the caller still has it and may offer it again. A frame kept for
     // a peer being resolved, or dropped for want of an entry, counts as taken.
     bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now);
+
+    // Starts resolving `dst` as send_ip would (a Wanted entry whose requests
+    // come from `source`, or our first address of its family when `source`
+    // is not ours) without queuing a frame, unless no resolution is needed
+    // or one is under way. Resolving also when the table is full of entries
+    // in use (the caller asks again later, as Linux's ib_addr does when
+    // neigh_create fails).
+    LinkState resolve(const wire::Gid& dst, const wire::Gid& source, Clock::time_point now);
+    // The same question, sending nothing and creating nothing.
+    [[nodiscard]] LinkState link_state(const wire::Gid& dst) const;
 
     // Repeats requests, expires and re-probes entries, gives up on peers that
     // do not answer. Cheap when nothing is due.
@@ -188,6 +205,11 @@ private:
     [[nodiscard]] bool addressed_to_us(const wire::MacAddr& eth_dst) const;
     [[nodiscard]] std::optional<wire::Gid> source_for(std::span<const std::uint8_t> frame,
                                                       const wire::Gid& dst) const;
+    // Our first address of dst's family.
+    [[nodiscard]] std::optional<wire::Gid> first_source_for(const wire::Gid& dst) const;
+    // A new Incomplete entry for `dst`, its first request sent; table_.end()
+    // when the table is full of entries in use.
+    Table::iterator start_resolving(const wire::Gid& dst, const wire::Gid& source, Clock::time_point now);
     void note_deadline(Clock::time_point t);
 
     Port& port_;

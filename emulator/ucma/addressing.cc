@@ -128,8 +128,9 @@ int UcmaDevice::bind_endpoint(CmId& id, Endpoint e) {
     return 0;
 }
 
-int UcmaDevice::start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint dst) {
+int UcmaDevice::start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint dst, std::uint32_t timeout_ms) {
     if (dst.family == Family::Ib) {
+        // cma.c cma_resolve_ib_addr: the GID is the address, no neighbour.
         return start_resolve_ib(id, src, dst);
     }
     if (dst.family != Family::Ipv4 && dst.family != Family::Ipv6) {
@@ -169,11 +170,8 @@ int UcmaDevice::start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint ds
         }
         source.ip = own->ip;
     }
-    id.source = source;
     id.destination = dst;
-    id.bound_to_device = true;
-    id.state = IdState::AddrResolved;
-    queue_event(id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, id.handle);
+    begin_address_query(id, source, std::chrono::milliseconds(timeout_ms));
     return 0;
 }
 

@@ -110,7 +110,7 @@ int UcmaDevice::resolve_ip(ChannelId ch, const std::uint8_t* body) {
     if (!dst) {
         return EINVAL;
     }
-    return start_resolve(*id, read_sockaddr(&cmd.src_addr, sizeof(cmd.src_addr)), *dst);
+    return start_resolve(*id, read_sockaddr(&cmd.src_addr, sizeof(cmd.src_addr)), *dst, cmd.timeout_ms);
 }
 
 int UcmaDevice::resolve_addr(ChannelId ch, const std::uint8_t* body) {
@@ -132,7 +132,7 @@ int UcmaDevice::resolve_addr(ChannelId ch, const std::uint8_t* body) {
     if (cmd.src_size != 0) {
         src = read_sockaddr(&cmd.src_addr, cmd.src_size);
     }
-    return start_resolve(*id, src, *dst);
+    return start_resolve(*id, src, *dst, cmd.timeout_ms);
 }
 
 int UcmaDevice::resolve_route(ChannelId ch, const std::uint8_t* body) {

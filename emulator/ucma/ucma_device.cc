@@ -159,7 +159,11 @@ int UcmaDevice::next_event(ChannelId channel, rdma_ucm_event_resp& out) {
     return 0;
 }
 
-void UcmaDevice::poll() { cm_.poll(std::chrono::steady_clock::now()); }
+void UcmaDevice::poll() {
+    const auto now = clock_();
+    finish_address_queries(now);
+    cm_.poll(now);
+}
 
 CmId* UcmaDevice::find(ChannelId ch, std::uint32_t handle, int& error) {
     auto it = ids_.find(handle);
@@ -255,6 +259,7 @@ void UcmaDevice::remove_id(std::uint32_t handle) {
             }
         }
     }
+    address_queries_.erase(handle);  // cma.c destroy_id_handler_unlock: rdma_addr_cancel
     purge_events(handle);
     forget_multicasts(handle);
     ids_.erase(it);

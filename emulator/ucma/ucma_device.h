@@ -17,8 +17,10 @@
 #include <sys/types.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -27,6 +29,7 @@
 #include "device/gid_table.h"
 #include "ucma/cm_id.h"
 #include "ucma/connection_manager.h"
+#include "ucma/neighbour_resolver.h"
 
 namespace uroce::ucma {
 
@@ -74,8 +77,19 @@ public:
     // queued (purged since its doorbell was rung).
     int next_event(ChannelId channel, rdma_ucm_event_resp& out);
 
-    // Runs the connection manager (deliveries, timers).
+    // Runs the connection manager (deliveries, timers) and the address
+    // resolutions waiting for a neighbour.
     void poll();
+
+    // Where RESOLVE_IP / RESOLVE_ADDR learn whether the destination's MAC is
+    // known (address_resolution.cc); without one (nullptr, the default)
+    // every address resolves at once. Not owned; used only while some id
+    // resolves (from a command or poll), so it must outlive the ids.
+    void set_neighbour_resolver(NeighbourResolver* resolver) { neighbours_ = resolver; }
+    // The device's time (steady_clock::now unless a test sets another).
+    void set_clock(std::function<std::chrono::steady_clock::time_point()> clock) { clock_ = std::move(clock); }
+    // Ids in ADDR_QUERY waiting for their destination's neighbour.
+    [[nodiscard]] std::size_t address_queries() const { return address_queries_.size(); }
     // Rings the doorbells a full socket refused before (the program had
     // not read that many yet); call on every wake-up of the daemon.
     void flush_doorbells();
@@ -109,6 +123,12 @@ private:
         std::uint32_t id = 0;    // the id that joined
         Endpoint group;
         std::uint32_t events_reported = 0;
+    };
+    // An id in ADDR_QUERY waiting for its destination's MAC (addr.c's
+    // struct addr_req): the source the route chose, and when it gives up.
+    struct AddressQuery {
+        Endpoint source;
+        std::chrono::steady_clock::time_point deadline;
     };
     struct Channel {
         uid_t owner = 0;
@@ -190,7 +210,12 @@ private:
     [[nodiscard]] int gid_index(const wire::Gid& gid) const;
     [[nodiscard]] PathInfo path_for(const CmId& id) const;
     void fill_route(const CmId& id, ib_user_path_rec& rec, bool resolved) const;
-    int start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint dst);
+    int start_resolve(CmId& id, std::optional<Endpoint> src, Endpoint dst, std::uint32_t timeout_ms);
+    // Neighbour resolution of an id in ADDR_QUERY (address_resolution.cc).
+    void begin_address_query(CmId& id, const Endpoint& source, std::chrono::milliseconds timeout);
+    void finish_address_queries(std::chrono::steady_clock::time_point now);
+    void address_resolved(CmId& id, const Endpoint& source);
+    void address_failed(CmId& id, int status);
     // AF_IB (addressing_ib.cc).
     int bind_ib(CmId& id, Endpoint e);
     int start_resolve_ib(CmId& id, std::optional<Endpoint> src, Endpoint dst);
@@ -209,6 +234,9 @@ private:
     std::map<std::uint32_t, CmId> ids_;
     std::map<std::uint32_t, Multicast> multicasts_;  // by join handle
     std::vector<ChannelId> owing_;  // channels with owed doorbells
+    NeighbourResolver* neighbours_ = nullptr;
+    std::function<std::chrono::steady_clock::time_point()> clock_ = [] { return std::chrono::steady_clock::now(); };
+    std::map<std::uint32_t, AddressQuery> address_queries_;  // by id handle
 };
 
 }  // namespace uroce::ucma

@@ -229,6 +229,7 @@ void ControlServer::attach(Datapath& datapath) {
     mr_registrations_.set_memory([&datapath](std::uint32_t client) { return datapath.client_memory(client); });
     port_has_wire_ = datapath.port_has_wire();
     datapath.attach_cm(wire_cm_);
+    ucma_.set_neighbour_resolver(&datapath);  // RESOLVE_ADDR waits for the peer's MAC (addr.c)
     datapath.events().set_uid_of([this](std::uint32_t client) {
         const auto it = client_uids_.find(client);
         return it != client_uids_.end() ? static_cast<std::uint32_t>(it->second) : UROCE_EXPLAIN_UID_UNKNOWN;

@@ -232,6 +232,21 @@ void Datapath::send_to(std::span<const std::uint8_t> frame, const wire::Gid& pee
     }
 }
 
+namespace {
+ucma::NeighbourState neighbour_state(net::LinkState s) {
+    return s == net::LinkState::Known ? ucma::NeighbourState::Known : ucma::NeighbourState::Resolving;
+}
+}  // namespace
+
+ucma::NeighbourState Datapath::resolve(const wire::Gid& source, const wire::Gid& destination,
+                                       engine::Clock::time_point now) {
+    return neighbour_state(neighbours_.resolve(destination, source, now));  // its request leaves at the next poll's flush
+}
+
+ucma::NeighbourState Datapath::state_of(const wire::Gid& destination) const {
+    return neighbour_state(neighbours_.link_state(destination));
+}
+
 void Datapath::log_cm_summary() const {
     if (cm_ == nullptr) {
         return;

@@ -28,6 +28,7 @@
 #include "net/port.h"
 #include "wire/parse.h"
 #include "wire/parse_status.h"
+#include "ucma/neighbour_resolver.h"
 #include "ucma/wire_cm.h"
 
 namespace uroce::daemon {
@@ -52,7 +53,7 @@ struct CmFrameCounters {
     std::uint64_t tx_refused = 0;       // CM frames the port refused (full queue; the CM resends)
 };
 
-class Datapath final : public engine::FrameSink, public ucma::WireCmPort {
+class Datapath final : public engine::FrameSink, public ucma::WireCmPort, public ucma::NeighbourResolver {
 public:
     Datapath(device::Device& device, net::Port& port);
     ~Datapath() override;
@@ -77,6 +78,12 @@ public:
     // ucma::WireCmPort
     [[nodiscard]] wire::MacAddr our_mac() const override { return port_.mac(); }
     void send_to(std::span<const std::uint8_t> frame, const wire::Gid& peer) override;
+
+    // ucma::NeighbourResolver: rdma_cm address resolution asks the neighbour
+    // table (a port without a wire needs no resolution).
+    ucma::NeighbourState resolve(const wire::Gid& source, const wire::Gid& destination,
+                                 engine::Clock::time_point now) override;
+    [[nodiscard]] ucma::NeighbourState state_of(const wire::Gid& destination) const override;
 
     // ---- objects, from the control server ----
     // A new connection: its memory is unreachable until on_client_memory.

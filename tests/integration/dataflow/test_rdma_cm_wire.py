@@ -12,6 +12,7 @@ usage: test_rdma_cm_wire.py UROCED UROCE
 Exit 77 (skipped) when not root or rdmacm-utils / perftest / tshark missing.
 """
 
+import errno
 import json
 import os
 import subprocess
@@ -295,6 +296,35 @@ class RdmaCmOverTheWire(unittest.TestCase):
                     return messages
             time.sleep(0.1)
         return messages
+
+    def test_connect_to_an_absent_address_is_addr_error_in_bounded_time(self):
+        # Nobody has this address on the veth's /24: RESOLVE_ADDR waits for an
+        # ARP reply that never comes and ends, as Linux's ib_addr does when
+        # the command's timeout passes (rping and ucmatose ask 2000 ms), in
+        # ADDR_ERROR with -ETIMEDOUT (addr.c process_one_req), not in the CM's
+        # REQ retransmissions (about a minute and a half).
+        absent = self.server_ip().rsplit(".", 1)[0] + ".77"
+        address_timeout = 2.0  # rping's and ucmatose's rdma_resolve_addr timeout_ms, 2000
+        cases = [
+            ["rping", "-c", "-a", absent, "-p", "7996", "-C", "1"],
+            ["ucmatose", "-s", absent, "-p", "7995"],
+        ]
+        for argv in cases:
+            with self.subTest(argv=" ".join(argv)):
+                start = time.monotonic()
+                r = subprocess.run(self.topo.client.daemon.exec_argv(*argv), capture_output=True, text=True,
+                                   timeout=RUN_SECONDS)
+                took = time.monotonic() - start
+                out = r.stdout + r.stderr
+                print(f"{argv[0]} to absent {absent}: ADDR_ERROR after {took:.2f} s (Linux: the 2.00 s timeout)",
+                      file=sys.stderr)
+                self.assertNotEqual(r.returncode, 0, out)
+                self.assertIn("RDMA_CM_EVENT_ADDR_ERROR", out)
+                self.assertIn(str(-errno.ETIMEDOUT), out)
+                self.assertNotIn("UNREACHABLE", out)
+                self.assertGreaterEqual(took, address_timeout, out)
+                self.assertLess(took, address_timeout + REJECT_SECONDS, out)
+        self.assertEqual(self.topo.dead_daemons(), [])
 
 
 class Capture:

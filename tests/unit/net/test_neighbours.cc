@@ -622,5 +622,56 @@ TEST(NeighboursLoopback, PortWithoutWireSendsEverythingToOurOwnMac) {
     EXPECT_EQ(table.counters().arp_requests_sent, 0u);
 }
 
+// resolve(): what rdma_cm's RESOLVE_ADDR asks before it reports
+// ADDR_RESOLVED (addr.c dst_fetch_ha), with no frame to send.
+TEST_F(NeighboursTest, ResolveAsksOnceThenKnowsTheAnswer) {
+    EXPECT_EQ(a_.link_state(kIp4B), LinkState::Resolving);
+    EXPECT_EQ(a_.counters().entries, 0u);  // link_state creates nothing
+    EXPECT_EQ(a_.resolve(kIp4B, kIp4A, t0_), LinkState::Resolving);
+    EXPECT_EQ(a_.resolve(kIp4B, kIp4A, t0_), LinkState::Resolving);  // its request is out already
+    EXPECT_EQ(a_.counters().arp_requests_sent, 1u);
+    pump(t0_);
+    EXPECT_EQ(a_.link_state(kIp4B), LinkState::Known);
+    EXPECT_EQ(a_.resolve(kIp4B, kIp4A, t0_), LinkState::Known);
+    EXPECT_EQ(a_.lookup(kIp4B), kMacB);
+    EXPECT_EQ(a_.counters().arp_requests_sent, 1u);
+    EXPECT_TRUE(got_b_.empty());  // nothing was queued for the peer
+}
+
+TEST_F(NeighboursTest, ResolveOfAnAbsentPeerRetriesThenGivesUp) {
+    EXPECT_EQ(a_.resolve(kIp4Nobody, kIp4A, t0_), LinkState::Resolving);
+    for (int i = 1; i <= 5; ++i) {
+        a_.poll(t0_ + i * 200ms);
+    }
+    EXPECT_EQ(a_.counters().arp_requests_sent, 5u);
+    EXPECT_EQ(a_.counters().resolution_failures, 1u);
+    EXPECT_EQ(a_.counters().entries, 0u);
+    EXPECT_EQ(a_.link_state(kIp4Nobody), LinkState::Resolving);
+}
+
+TEST_F(NeighboursTest, ResolveNeedsNothingForOwnAndGroupAddresses) {
+    EXPECT_EQ(a_.resolve(kIp4A, kIp4A, t0_), LinkState::Known);
+    EXPECT_EQ(a_.resolve(wire::ipv4_mapped({239, 1, 2, 3}), kIp4A, t0_), LinkState::Known);
+    EXPECT_EQ(a_.counters().arp_requests_sent + a_.counters().ns_sent, 0u);
+}
+
+TEST_F(NeighboursTest, ResolveAsksFromTheGivenSourceOrOurFirstOfTheFamily) {
+    EXPECT_EQ(a_.resolve(kIp6B, kIp6A, t0_), LinkState::Resolving);
+    EXPECT_EQ(a_.counters().ns_sent, 1u);
+    pump(t0_);
+    EXPECT_EQ(a_.link_state(kIp6B), LinkState::Known);
+    // A source that is not ours (a wildcard-bound id): our own IPv4 address asks.
+    EXPECT_EQ(a_.resolve(kIp4B, wire::ipv4_mapped({10, 9, 9, 9}), t0_), LinkState::Resolving);
+    pump(t0_);
+    EXPECT_EQ(a_.link_state(kIp4B), LinkState::Known);
+}
+
+TEST(NeighboursLoopback, ResolveOnAPortWithoutWireIsKnownAtOnce) {
+    LoopbackPort port(LoopbackConfig{.mac = kMacA});
+    Neighbours table(port, kMacA, {kIp4A});
+    EXPECT_EQ(table.resolve(kIp4B, kIp4A, Clock::now()), LinkState::Known);
+    EXPECT_EQ(table.counters().arp_requests_sent, 0u);
+}
+
 }  // namespace
 }  // namespace uroce::net
