@@ -85,6 +85,8 @@ enum uroce_ctrl_op {
     UROCE_CTRL_LOOP_STALLS = 140,
     /* Op 152: multicast membership, IGMP / MLD (docs/stats.md "membership"). */
     UROCE_CTRL_MEMBERSHIP = 152,
+    /* Op 153: closing one handle of an XRC target QP (docs/provider.md "XRC"). */
+    UROCE_CTRL_CLOSE_XRC_TGT = 153,
 };
 
 struct uroce_ctrl_hdr {
@@ -466,8 +468,9 @@ struct uroce_ctrl_create_xrc_srq {
 /* CREATE_XRC_TGT: an XRC target QP (IBV_QPT_XRC_RECV) of `xrcd`: no PD, no
  * CQ, no rings. The reply is a uroce_ctrl_handle carrying the QPN; the QP is
  * then modified and queried as any other. The QP belongs to no connection:
- * the create and every OPEN_XRC_TGT is a handle, DESTROY_QP (or the end of
- * the connection) closes one, and the last close destroys the QP. While a
+ * the create and every OPEN_XRC_TGT is a handle, CLOSE_XRC_TGT (or
+ * DESTROY_QP, or the end of the connection) closes one, and the last close
+ * destroys the QP. While a
  * handle made through `xrcd` lives, CLOSE_XRCD of it is EBUSY. */
 struct uroce_ctrl_create_xrc_tgt {
     struct uroce_ctrl_hdr hdr;
@@ -484,6 +487,20 @@ struct uroce_ctrl_open_xrc_tgt {
     uint32_t xrcd;
     uint32_t qpn;
     uint64_t cookie;  /* the ibv_qp pointer, for logs */
+};
+
+/* CLOSE_XRC_TGT (ibv_destroy_qp(3) of a target QP handle): closes the
+ * handle on target QP `qpn` that this connection made or opened with
+ * `cookie`. One connection may hold several handles on one QP (it created
+ * it and opened it again): DESTROY_QP, naming only the QPN, would close any
+ * of them, and the QP's events would then go to the destroyed ibv_qp.
+ * EINVAL when the connection has no such handle; the last close destroys
+ * the QP. A status-only reply. */
+struct uroce_ctrl_close_xrc_tgt {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t qpn;
+    uint32_t reserved;
+    uint64_t cookie;  /* the handle's ibv_qp pointer, as created or opened */
 };
 
 /* Address handles: CREATE_AH replies with a uroce_ctrl_handle. */
@@ -948,6 +965,7 @@ static_assert(sizeof(struct uroce_ctrl_open_xrcd) == 48, "open xrcd layout");
 static_assert(sizeof(struct uroce_ctrl_create_xrc_srq) == 72, "create xrc srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_xrc_tgt) == 40, "create xrc tgt layout");
 static_assert(sizeof(struct uroce_ctrl_open_xrc_tgt) == 40, "open xrc tgt layout");
+static_assert(sizeof(struct uroce_ctrl_close_xrc_tgt) == 40, "close xrc tgt layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");

@@ -230,6 +230,7 @@ private:
                                int& reply_fd);
     std::size_t create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     std::size_t open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t close_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // A QP QueueObjects destroyed leaves the data path, the rings and the quota.
     void forget_qp(std::uint32_t qpn);
     // Op 140: the loop's stall counters (docs/daemon.md "Loop stalls").
