@@ -220,7 +220,7 @@ bool GroupMembership::answer(const MembershipQuery& q, Family family, Clock::tim
         bool any = false;
         for (auto& [gid, g] : groups_) {
             if (g.member && family_of(gid) == family) {
-                any = schedule_group_answer(g, now + random_delay(q.max_response_ms)) || any;
+                any = schedule_group_answer(g, family, now + random_delay(q.max_response_ms)) || any;
             }
         }
         return any;
@@ -236,12 +236,17 @@ bool GroupMembership::answer(const MembershipQuery& q, Family family, Clock::tim
     if (it == groups_.end() || !it->second.member) {
         return false;  // not ours: nothing to say (RFC 3376 5.2)
     }
-    return schedule_group_answer(it->second, due);
+    return schedule_group_answer(it->second, family, due);
 }
 
-bool GroupMembership::schedule_group_answer(Group& g, Clock::time_point due) {
+bool GroupMembership::schedule_group_answer(Group& g, Family family, Clock::time_point due) {
     if (g.pending == Pending::None || (g.pending == Pending::Answer && due < g.due)) {
         g.pending = Pending::Answer;
+        g.due = due;
+        note_deadline(due);
+    } else if (g.pending == Pending::Join && older_mode(family) && due < g.due) {
+        // RFC 2236 3: a v1/v2 host has one timer per group; a query asking
+        // sooner than the join's repeat brings that report forward.
         g.due = due;
         note_deadline(due);
     }

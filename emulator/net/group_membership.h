@@ -149,7 +149,7 @@ private:
     [[nodiscard]] Clock::duration repeat_interval(Family family) const;
     // True when a report went or is due because of the query.
     bool answer(const MembershipQuery& q, Family family, Clock::time_point now);
-    bool schedule_group_answer(Group& g, Clock::time_point due);
+    bool schedule_group_answer(Group& g, Family family, Clock::time_point due);
     // Sends one report of `type` naming `groups` of one family, in as many
     // frames as the port's frame size needs (in the family's mode).
     void send_report(Family family, GroupRecordType type, std::span<const wire::Gid> groups);

@@ -512,6 +512,18 @@ TEST_F(MembershipTest, SwitchingCancelsPendingV3Repeats) {
     EXPECT_EQ(port_.sent[0], kKernelIgmpV2Report);
 }
 
+TEST_F(MembershipTest, AQuerySoonerThanAV2JoinsRepeatBringsItForward) {
+    host_.handle_frame(kBridgeGeneralQuery, t0_);  // v2 from now on
+    host_.joined(kGroup4, t0_ + 1s);                // repeat due at t0 + 11 s
+    port_.sent.clear();
+    host_.handle_frame(igmp_query(5, {239, 1, 1, 1}), t0_ + 2s);  // v2, 500 ms
+    ASSERT_TRUE(host_.next_deadline().has_value());
+    EXPECT_LT(*host_.next_deadline(), t0_ + 2500ms);
+    host_.poll(t0_ + 2500ms);
+    ASSERT_EQ(port_.sent.size(), 1u);
+    EXPECT_EQ(port_.sent[0], kKernelIgmpV2Report);
+}
+
 TEST_F(MembershipTest, AnIgmpV1QuerierBringsV1ReportsAndNoLeave) {
     const wire::Gid other = wire::ipv4_mapped({239, 2, 2, 2});
     host_.joined(kGroup4, t0_);
