@@ -21,7 +21,7 @@
 //   - joins and answers are v1/v2 reports (MLDv1 reports), one message per
 //     group sent to the group itself; a general query sets a delay per
 //     group (RFC 2236 3); joins are repeated after 10 s (RFC 2236 8.10,
-//     RFC 2710 7.10);
+//     RFC 2710 7.10), sooner when a query asks for it;
 //   - a leave is one v2 leave to 224.0.0.2 (one MLDv1 done to ff02::2),
 //     not repeated, as Linux sends it; with an IGMPv1 querier none (v1 has
 //     no leave);
