@@ -323,6 +323,9 @@ int get_srq_num(ibv_srq* srq, std::uint32_t* srq_num);
 ibv_qp* create_xrc_target(ibv_context* ctx, ibv_qp_init_attr_ex* attr);
 // ibv_open_qp(3): a handle on an existing XRC target QP of the caller's domain.
 ibv_qp* open_qp(ibv_context* ctx, ibv_qp_open_attr* attr);
+// Closes this handle (and no other of the context's) on its XRC target QP:
+// 0 or an errno.
+int close_xrc_target(ibv_qp* qp);
 
 // verbs_ah.cc
 ibv_ah* create_ah(ibv_pd* pd, ibv_ah_attr* attr);

@@ -249,7 +249,10 @@ int query_qp(ibv_qp* qp, ibv_qp_attr* attr, int /*attr_mask*/, ibv_qp_init_attr*
 }
 
 int destroy_qp(ibv_qp* qp) {
-    if (const int err = link_of(qp->context).call_handle(UROCE_CTRL_DESTROY_QP, qp->qp_num); err != 0) {
+    // A context may hold several handles on one XRC target QP: name this one.
+    const int err = qp->qp_type == IBV_QPT_XRC_RECV ? close_xrc_target(qp)
+                                                    : link_of(qp->context).call_handle(UROCE_CTRL_DESTROY_QP, qp->qp_num);
+    if (err != 0) {
         return err;
     }
     sanitizer::qp_destroyed(qp->qp_num);

@@ -181,4 +181,12 @@ ibv_qp* open_qp(ibv_context* ctx, ibv_qp_open_attr* attr) {
     return xrc_target_handle(ctx, req, (mask & IBV_QP_OPEN_ATTR_CONTEXT) != 0 ? attr->qp_context : nullptr);
 }
 
+int close_xrc_target(ibv_qp* qp) {
+    auto req = request<uroce_ctrl_close_xrc_tgt>(UROCE_CTRL_CLOSE_XRC_TGT);
+    req.qpn = qp->qp_num;
+    req.cookie = reinterpret_cast<std::uintptr_t>(qp);  // as xrc_target_handle set it
+    uroce_ctrl_hdr reply{};
+    return link_of(qp->context).call(&req, sizeof req, &reply, sizeof reply);
+}
+
 }  // namespace uroce::provider

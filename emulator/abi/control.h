@@ -83,6 +83,10 @@ enum uroce_ctrl_op {
     UROCE_CTRL_DETACH_MCAST = 131,
     /* Ops 140-149: the daemon's loop (docs/daemon.md "Loop stalls"). */
     UROCE_CTRL_LOOP_STALLS = 140,
+    /* Op 152: multicast membership, IGMP / MLD (docs/stats.md "membership"). */
+    UROCE_CTRL_MEMBERSHIP = 152,
+    /* Op 153: closing one handle of an XRC target QP (docs/provider.md "XRC"). */
+    UROCE_CTRL_CLOSE_XRC_TGT = 153,
 };
 
 struct uroce_ctrl_hdr {
@@ -464,8 +468,9 @@ struct uroce_ctrl_create_xrc_srq {
 /* CREATE_XRC_TGT: an XRC target QP (IBV_QPT_XRC_RECV) of `xrcd`: no PD, no
  * CQ, no rings. The reply is a uroce_ctrl_handle carrying the QPN; the QP is
  * then modified and queried as any other. The QP belongs to no connection:
- * the create and every OPEN_XRC_TGT is a handle, DESTROY_QP (or the end of
- * the connection) closes one, and the last close destroys the QP. While a
+ * the create and every OPEN_XRC_TGT is a handle, CLOSE_XRC_TGT (or
+ * DESTROY_QP, or the end of the connection) closes one, and the last close
+ * destroys the QP. While a
  * handle made through `xrcd` lives, CLOSE_XRCD of it is EBUSY. */
 struct uroce_ctrl_create_xrc_tgt {
     struct uroce_ctrl_hdr hdr;
@@ -482,6 +487,20 @@ struct uroce_ctrl_open_xrc_tgt {
     uint32_t xrcd;
     uint32_t qpn;
     uint64_t cookie;  /* the ibv_qp pointer, for logs */
+};
+
+/* CLOSE_XRC_TGT (ibv_destroy_qp(3) of a target QP handle): closes the
+ * handle on target QP `qpn` that this connection made or opened with
+ * `cookie`. One connection may hold several handles on one QP (it created
+ * it and opened it again): DESTROY_QP, naming only the QPN, would close any
+ * of them, and the QP's events would then go to the destroyed ibv_qp.
+ * EINVAL when the connection has no such handle; the last close destroys
+ * the QP. A status-only reply. */
+struct uroce_ctrl_close_xrc_tgt {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t qpn;
+    uint32_t reserved;
+    uint64_t cookie;  /* the handle's ibv_qp pointer, as created or opened */
 };
 
 /* Address handles: CREATE_AH replies with a uroce_ctrl_handle. */
@@ -601,6 +620,33 @@ struct uroce_ctrl_stats_reasons_reply {
  */
 #define UROCE_LOOP_STALL_CAUSES 8u   /* loop_stalls.h StallCause: cpu_wait on_cpu asked_sleep off_cpu */
 #define UROCE_LOOP_PHASES 8u         /* loop_stalls.h LoopPhase: data_path control housekeeping spin sleep */
+
+/*
+ * MEMBERSHIP (a header-only request): what the daemon told the link about
+ * the multicast groups its QPs attach to (IGMP for IPv4, MLD for IPv6;
+ * emulator/net/group_membership.h). dropped[] is indexed by
+ * net/igmp.h's QueryDropReason (names in the order `uroce stats` prints
+ * them; entry 0, none, stays 0). The versions are the ones reports go out in
+ * now: 3 (IGMPv3) or 2 (MLDv2) normally, lower while an older querier is
+ * present (RFC 3376 7.2.1, RFC 3810 8.2.1). ENODEV without a data path.
+ */
+#define UROCE_MEMBERSHIP_DROP_REASONS 8u  /* igmp.h QueryDropReason: none length checksum hop_limit fragment source group */
+
+struct uroce_ctrl_membership_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint64_t reports_sent;      /* report frames: joins and answers to queries */
+    uint64_t leaves_sent;       /* leave (done) frames */
+    uint64_t queries;           /* well-formed queries received */
+    uint64_t queries_answered;  /* of them: a report went or is due */
+    uint64_t older_queries;     /* of them: IGMPv1/v2 or MLDv1 */
+    uint64_t queries_dropped;   /* malformed: the sum of dropped[] */
+    uint64_t tx_refused;        /* frames the port refused */
+    uint64_t groups;            /* groups reported now */
+    uint64_t dropped[UROCE_MEMBERSHIP_DROP_REASONS];
+    uint8_t igmp_version;       /* 1, 2 or 3 */
+    uint8_t mld_version;        /* 1 or 2 */
+    uint8_t reserved[6];
+};
 
 struct uroce_ctrl_loop_stalls_reply {
     struct uroce_ctrl_hdr hdr;
@@ -919,11 +965,13 @@ static_assert(sizeof(struct uroce_ctrl_open_xrcd) == 48, "open xrcd layout");
 static_assert(sizeof(struct uroce_ctrl_create_xrc_srq) == 72, "create xrc srq layout");
 static_assert(sizeof(struct uroce_ctrl_create_xrc_tgt) == 40, "create xrc tgt layout");
 static_assert(sizeof(struct uroce_ctrl_open_xrc_tgt) == 40, "open xrc tgt layout");
+static_assert(sizeof(struct uroce_ctrl_close_xrc_tgt) == 40, "close xrc tgt layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) == 432, "stats layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) == 504, "stats reasons layout");
 static_assert(sizeof(struct uroce_ctrl_stats_reasons_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_loop_stalls_reply) == 216, "loop stalls layout");
+static_assert(sizeof(struct uroce_ctrl_membership_reply) == 160, "membership layout");
 static_assert(sizeof(struct uroce_explain_record) == 160, "explain record layout");
 static_assert(sizeof(struct uroce_ctrl_explain_fetch) == 40, "explain fetch layout");
 static_assert(sizeof(struct uroce_ctrl_explain_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");

@@ -141,6 +141,10 @@ public:
     // ibv_open_qp(3): one more handle on target QP `qpn` of the domain of
     // reference `xrcd`; EINVAL when `qpn` is no target QP of that domain.
     int open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, Qpn qpn, std::uint64_t cookie = 0);
+    // Closes the handle of `owner` on target QP `qpn` made or opened with
+    // `cookie` (one owner may hold several: destroy_qp closes any one);
+    // EINVAL when there is none. The last close destroys the QP.
+    int close_xrc_tgt(std::uint32_t owner, Qpn qpn, std::uint64_t cookie);
     // The handles on target QP `qpn` (none when it is no target QP): a
     // shared QP's async events go to every one of them, as the kernel's
     // __ib_shared_qp_event_handler calls each opener's handler.
@@ -218,9 +222,10 @@ private:
     void unref_xrcd_ref(std::uint32_t ref);
     // `owner` may use QP `q`: it created it, or holds a handle on a target QP.
     [[nodiscard]] static bool may_use(const Qp& q, std::uint32_t owner);
-    // Drops one handle of `owner` on target QP `it`; true when it was the last
-    // (the QP is then erased).
-    bool close_tgt_handle(std::unordered_map<std::uint32_t, Qp>::iterator it, std::uint32_t owner);
+    // Drops one handle of `owner` on target QP `it` (the one with `cookie`
+    // when given); true when it was the last (the QP is then erased).
+    bool close_tgt_handle(std::unordered_map<std::uint32_t, Qp>::iterator it, std::uint32_t owner,
+                          std::optional<std::uint64_t> cookie = std::nullopt);
     void release_srq_refs(const Srq& s);
     [[nodiscard]] int check_ah(const qp::AhAttr& a) const;
     std::uint32_t next_qpn();

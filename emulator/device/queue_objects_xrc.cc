@@ -29,9 +29,12 @@ bool QueueObjects::may_use(const Qp& q, std::uint32_t owner) {
     return std::ranges::any_of(q.handles, [owner](const XrcTgtHandle& h) { return h.owner == owner; });
 }
 
-bool QueueObjects::close_tgt_handle(std::unordered_map<std::uint32_t, Qp>::iterator it, std::uint32_t owner) {
+bool QueueObjects::close_tgt_handle(std::unordered_map<std::uint32_t, Qp>::iterator it, std::uint32_t owner,
+                                    std::optional<std::uint64_t> cookie) {
     auto& handles = it->second.handles;
-    const auto mine = std::ranges::find_if(handles, [owner](const XrcTgtHandle& h) { return h.owner == owner; });
+    const auto mine = std::ranges::find_if(handles, [owner, cookie](const XrcTgtHandle& h) {
+        return h.owner == owner && (!cookie || h.cookie == *cookie);
+    });
     if (mine == handles.end()) {
         return false;
     }
@@ -164,6 +167,18 @@ int QueueObjects::open_xrc_tgt(std::uint32_t owner, std::uint32_t xrcd, Qpn qpn,
     }
     q->second.handles.push_back(XrcTgtHandle{owner, xrcd, cookie});
     ++r->second.users;
+    return 0;
+}
+
+int QueueObjects::close_xrc_tgt(std::uint32_t owner, Qpn qpn, std::uint64_t cookie) {
+    std::lock_guard lock(mutex_);
+    auto it = qps_.find(qpn.value());
+    if (it == qps_.end() || it->second.type != qp::QpType::XrcTgt ||
+        std::ranges::none_of(it->second.handles,
+                             [owner, cookie](const XrcTgtHandle& h) { return h.owner == owner && h.cookie == cookie; })) {
+        return EINVAL;
+    }
+    close_tgt_handle(it, owner, cookie);
     return 0;
 }
 

@@ -12,6 +12,25 @@
 //     [0, Max Resp Time) (RFC 3376 5.2, RFC 3810 6.2). A pending general
 //     answer due sooner covers a new query (rule 1); a group answer already
 //     due sooner is kept (rule 3 without sources).
+// Older version queriers (RFC 3376 7.2.1, RFC 3810 8.2.1): an IGMPv1 or v2
+// query (an MLDv1 query) switches the family to that version's reports for
+// the Older Version Querier Present Timeout: the querier's Robustness
+// Variable times its Query Interval plus the Query Response Interval
+// (RFC 3376 8.12, 8.13; RFC 3810 9.12), learnt from the last v3 (MLDv2)
+// query, 2 x 125 s + 10 s = 260 s by default (as Linux computes it). Then:
+//   - joins and answers are v1/v2 reports (MLDv1 reports), one message per
+//     group sent to the group itself; a general query sets a delay per
+//     group (RFC 2236 3); joins are repeated after 10 s (RFC 2236 8.10,
+//     RFC 2710 7.10), sooner when a query asks for it;
+//   - a leave is one v2 leave to 224.0.0.2 (one MLDv1 done to ff02::2),
+//     not repeated, as Linux sends it; with an IGMPv1 querier none (v1 has
+//     no leave);
+//   - with an IGMPv1 querier a v3 query is answered as a v1 general query
+//     (10 s), as Linux does.
+// Whenever a family's mode changes, its pending answers and repeats are
+// cancelled (RFC 3376 7.2.1). Reports of other hosts are not listened to
+// (no v1/v2 report suppression): a snooping bridge wants every member's.
+//
 // The delays come from a small generator seeded with the port's MAC: two
 // daemons on one link pick different delays, and one daemon's are the same
 // run after run (reproducible tests).
@@ -42,15 +61,29 @@ struct MembershipConfig {
     // State-change reports after the first (Robustness Variable - 1, the
     // default robustness being 2: RFC 3376 8.1, RFC 3810 9.1).
     unsigned repeats = 1;
+    // The Unsolicited Report Interval of IGMPv1/v2 and MLDv1 (RFC 2236
+    // 8.10, RFC 2710 7.10), used while an older querier is present.
+    Clock::duration older_unsolicited_interval = std::chrono::seconds(10);
+    // The querier's values until a v3 (MLDv2) query says otherwise:
+    // Robustness Variable 2, Query Interval 125 s, Query Response Interval
+    // 10 s (RFC 3376 8.1-8.3, RFC 3810 9.1-9.3).
+    unsigned querier_robustness = 2;
+    Clock::duration querier_query_interval = std::chrono::seconds(125);
+    Clock::duration querier_response_interval = std::chrono::seconds(10);
 };
 
 struct MembershipCounters {
     std::uint64_t reports_sent = 0;   // report frames: joins and answers to queries
     std::uint64_t leaves_sent = 0;    // leave frames
     std::uint64_t queries = 0;        // well-formed queries received
+    std::uint64_t queries_answered = 0;  // of them: a report went or is due (our group, or a general query)
+    std::uint64_t older_queries = 0;  // of them: IGMPv1/v2 or MLDv1 queries
     std::uint64_t malformed = 0;      // IGMP/MLD queries that failed the checks
+    std::array<std::uint64_t, kQueryDropReasonCount> dropped{};  // malformed, by QueryDropReason
     std::uint64_t tx_refused = 0;     // frames the port refused (queue full)
     std::uint64_t groups = 0;         // groups reported now
+    ProtocolVersion ipv4_version = ProtocolVersion::V3;  // the IGMP version reports go out in now
+    ProtocolVersion ipv6_version = ProtocolVersion::V2;  // the MLD version
 };
 
 class GroupMembership {
@@ -73,7 +106,8 @@ public:
     // consumed either way).
     bool handle_frame(std::span<const std::uint8_t> frame, Clock::time_point now);
 
-    // Sends what is due. Cheap when nothing is.
+    // Sends what is due (and returns to the newest version when an older
+    // querier's timeout ran out). Cheap when nothing is.
     void poll(Clock::time_point now);
     [[nodiscard]] std::optional<Clock::time_point> next_deadline() const;
     [[nodiscard]] MembershipCounters counters() const;
@@ -94,15 +128,40 @@ private:
         std::size_t operator()(const wire::Gid& g) const noexcept;
     };
 
-    void answer(const MembershipQuery& q, Family family, Clock::time_point now);
+    // What the family's older querier(s) were heard and when they time out.
+    struct Compatibility {
+        ProtocolVersion mode = ProtocolVersion::V3;  // as last applied (update_mode)
+        Clock::time_point v1_until{};  // IGMPv1 / MLDv1 querier present until
+        Clock::time_point v2_until{};  // IGMPv2 querier present until (IPv4 only)
+        unsigned robustness = 0;
+        Clock::duration query_interval{};
+        Clock::duration response_interval{};
+    };
+
+    void heard_query(MembershipQuery q, Family family, Clock::time_point now);
+    void older_querier_heard(Family family, ProtocolVersion version, Clock::time_point now);
+    void learn_querier(Family family, const MembershipQuery& q);
+    // Applies a mode change (an older querier heard or timed out): pending
+    // answers and repeats of the family are cancelled (RFC 3376 7.2.1).
+    void update_mode(Family family, Clock::time_point now);
+    [[nodiscard]] ProtocolVersion mode_at(Family family, Clock::time_point now) const;
+    [[nodiscard]] bool older_mode(Family family) const;
+    [[nodiscard]] Clock::duration repeat_interval(Family family) const;
+    // True when a report went or is due because of the query.
+    bool answer(const MembershipQuery& q, Family family, Clock::time_point now);
+    bool schedule_group_answer(Group& g, Family family, Clock::time_point due);
     // Sends one report of `type` naming `groups` of one family, in as many
-    // frames as the port's frame size needs.
+    // frames as the port's frame size needs (in the family's mode).
     void send_report(Family family, GroupRecordType type, std::span<const wire::Gid> groups);
+    void send_v3_report(Family family, GroupRecordType type, std::span<const wire::Gid> groups);
+    void send_older_message(Family family, GroupRecordType type, const wire::Gid& group);
+    void count_sent(bool sent, GroupRecordType type);
     void send_group_due(const wire::Gid& group, Group& g, Clock::time_point now);
     void send_general(Family family);
     [[nodiscard]] Clock::duration random_delay(std::uint32_t max_ms);
     void note_deadline(Clock::time_point t);
     [[nodiscard]] static Family family_of(const wire::Gid& g);
+    [[nodiscard]] static ProtocolVersion newest(Family family);
     [[nodiscard]] static bool never_reported(const wire::Gid& g);
 
     Port& port_;
@@ -113,6 +172,7 @@ private:
     std::unordered_map<wire::Gid, Group, GidHash> groups_;
     // When the answer to a general query is due, per family.
     std::array<std::optional<Clock::time_point>, 2> general_due_{};
+    std::array<Compatibility, 2> compatibility_{};
     std::uint64_t random_state_;
     Clock::time_point next_deadline_ = Clock::time_point::max();
     MembershipCounters counters_;

@@ -1,14 +1,14 @@
 // IGMP (IPv4 group membership) on the wire: the IGMPv3 membership reports a
-// host sends (RFC 3376 4.2) and the queries it answers, of every version
+// host sends (RFC 3376 4.2), the IGMPv1 and v2 reports and the v2 leave it
+// sends while an older querier is present (RFC 3376 7.2.1; RFC 1112
+// appendix I, RFC 2236 2), and the queries it answers, of every version
 // (RFC 3376 4.1, 7.1: IGMPv1 and v2 queries are told apart by length and
 // Max Resp Code). Only untagged frames are handled.
 //
-// Why version 3 reports: they are what Linux sends by default
+// Why version 3 reports by default: they are what Linux sends
 // (net.ipv4.conf.*.force_igmp_version 0), every IGMPv3 router and snooping
 // switch takes them, and one report can carry every group (a v2 report,
-// RFC 2236 2.1, names one). A v3 host on a link where a v1/v2 querier is
-// heard would fall back to v1/v2 reports (RFC 3376 7.2.1); uroce does not:
-// the snooping bridges and switches RoCE runs on understand v3.
+// RFC 2236 2.1, names one). net/group_membership.h picks the version.
 #pragma once
 
 #include <array>
@@ -24,8 +24,15 @@ constexpr std::uint8_t kIpProtoIgmp = 2;
 
 enum class IgmpType : std::uint8_t {
     MembershipQuery = 0x11,   // RFC 3376 4.1 (all versions)
+    V1MembershipReport = 0x12,  // RFC 1112 appendix I
+    V2MembershipReport = 0x16,  // RFC 2236 2.1
+    V2LeaveGroup = 0x17,        // RFC 2236 2.1
     V3MembershipReport = 0x22,  // RFC 3376 4.2
 };
+
+// The version of a query heard, or of the reports a host sends: IGMPv1, v2,
+// v3 for IPv4; MLDv1 (V1) and MLDv2 (V2) for IPv6 (net/mld.h).
+enum class ProtocolVersion : std::uint8_t { V1 = 1, V2 = 2, V3 = 3 };
 
 // Group record types of an IGMPv3 report (RFC 3376 4.2.12), the same in an
 // MLDv2 report (RFC 3810 5.2.12).
@@ -37,6 +44,8 @@ enum class GroupRecordType : std::uint8_t {
 
 // 224.0.0.22, all IGMPv3-capable routers: where v3 reports go (RFC 3376 4.2.14).
 constexpr std::array<std::uint8_t, 4> kIgmpV3RoutersGroup = {224, 0, 0, 22};
+// 224.0.0.2, all routers: where v2 leaves go (RFC 2236 3).
+constexpr std::array<std::uint8_t, 4> kAllRoutersGroup = {224, 0, 0, 2};
 // 224.0.0.1, all systems: never reported (RFC 3376 5).
 constexpr std::array<std::uint8_t, 4> kAllSystemsGroup = {224, 0, 0, 1};
 
@@ -46,21 +55,39 @@ constexpr std::array<std::uint8_t, 4> kAllSystemsGroup = {224, 0, 0, 1};
 }
 
 // A query as a host acts on it: which group it asks about (all zero: a
-// general query) and how long the answer may wait.
+// general query), how long the answer may wait, its version and, from a
+// v3 (MLDv2) query, the querier's Robustness Variable and Query Interval
+// (RFC 3376 4.1.6, 4.1.7; RFC 3810 5.1.8, 5.1.9), 0 when not carried.
 struct MembershipQuery {
     wire::Gid group{};  // IPv4-mapped here; all zero for a general query
     bool general = true;
     std::uint32_t max_response_ms = 0;
+    ProtocolVersion version = ProtocolVersion::V3;
+    std::uint8_t robustness = 0;
+    std::uint32_t query_interval_s = 0;
 };
 
 enum class QueryParseStatus {
     Ok,
     NotQuery,   // not an untagged IGMP query (or MLD query for mld.h): not ours
-    Malformed,  // a query that fails the checks (lengths, checksum, TTL/hop limit, addresses)
+    Malformed,  // a query that fails the checks (QueryDropReason says which)
 };
+
+// Why a query was dropped: the checks of parse_igmp_query / parse_mld_query.
+enum class QueryDropReason : std::uint8_t {
+    None,
+    Length,    // IP or IGMP/MLD lengths that do not add up, a truncated source list
+    Checksum,  // IPv4 header, IGMP or ICMPv6 checksum
+    HopLimit,  // IPv4 TTL or IPv6 hop limit other than 1: not from this link
+    Fragment,  // an IPv4 fragment
+    Source,    // an MLD query from no link-local address (RFC 3810 5.1.14)
+    Group,     // a group address that is neither 0 (::) nor multicast
+};
+constexpr std::size_t kQueryDropReasonCount = 7;
 
 struct QueryParseResult {
     QueryParseStatus status = QueryParseStatus::NotQuery;
+    QueryDropReason reason = QueryDropReason::None;  // when Malformed
     MembershipQuery query;
 };
 
@@ -89,6 +116,17 @@ constexpr std::size_t kIgmpRecordSize = 8;
 std::size_t build_igmp_report(std::span<std::uint8_t> out, const wire::MacAddr& src_mac,
                               const std::array<std::uint8_t, 4>& src_ip, GroupRecordType type,
                               std::span<const wire::Gid> groups);
+
+// An IGMPv1/v2 message (RFC 2236 2): the same IPv4 header with Router
+// Alert as a v3 report, then type, 0, checksum, group.
+constexpr std::size_t kIgmpV2MessageFrameSize = kIgmpReportOverhead;
+
+// Writes an IGMPv1 or v2 report or a v2 leave (`type`) about `group`
+// (IPv4-mapped) into `out` (at least kIgmpV2MessageFrameSize bytes):
+// reports go to the group itself, leaves to 224.0.0.2 (RFC 2236 3, 9).
+// Returns its length.
+std::size_t build_igmp_v1v2_message(std::span<std::uint8_t> out, const wire::MacAddr& src_mac,
+                                    const std::array<std::uint8_t, 4>& src_ip, IgmpType type, const wire::Gid& group);
 
 // The Internet checksum (RFC 1071) of `bytes`: 0 over a message whose
 // stored checksum is right.

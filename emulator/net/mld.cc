@@ -64,6 +64,44 @@ MldView mld_view(std::span<const std::uint8_t> frame) {
 
 bool is_link_local(const wire::Gid& a) { return a[0] == 0xFE && (a[1] & 0xC0) == 0x80; }
 
+// An MLDv2 query's fixed part and source list fit in `icmp` (RFC 3810 5.1).
+bool v2_query_fits(std::span<const std::uint8_t> icmp) {
+    if (icmp.size() < kMldV2QueryMinLength) {
+        return false;
+    }
+    const std::size_t sources = static_cast<std::size_t>(icmp[26] << 8 | icmp[27]);
+    return icmp.size() >= kMldV2QueryMinLength + 16 * sources;
+}
+
+// Ethernet, IPv6 (hop limit 1) and the hop-by-hop header with Router Alert
+// of an MLD message of `icmp_length` bytes from `src_mac`/`src_ip` to `dst`.
+void write_headers(std::span<std::uint8_t> out, const wire::MacAddr& src_mac, const wire::Gid& src_ip,
+                   const wire::Gid& dst, std::size_t icmp_length) {
+    auto* eth = reinterpret_cast<wire::EthHdr*>(out.data());
+    eth->dst = ipv6_multicast_mac(dst);
+    eth->src = src_mac;
+    eth->ether_type.set(wire::kEtherTypeIpv6);
+
+    auto* ip = reinterpret_cast<wire::Ipv6Hdr*>(out.data() + kIpv6Offset);
+    ip->vtc_flow.set(6u << 28);
+    ip->payload_length.set(static_cast<std::uint16_t>(kHopByHopSize + icmp_length));
+    ip->next_header = kNextHeaderHopByHop;
+    ip->hop_limit = kMldHopLimit;
+    ip->src = src_ip;
+    ip->dst = dst;
+
+    std::uint8_t* hop_by_hop = out.data() + kAfterIpv6;
+    hop_by_hop[0] = kIpProtoIcmpv6;
+    hop_by_hop[1] = 0;  // (0 + 1) * 8 bytes
+    std::copy(kRouterAlertAndPad.begin(), kRouterAlertAndPad.end(), hop_by_hop + 2);
+}
+
+void store_checksum(std::span<std::uint8_t> icmp, const wire::Gid& src, const wire::Gid& dst) {
+    const std::uint16_t sum = icmpv6_checksum(src, dst, icmp);
+    icmp[2] = static_cast<std::uint8_t>(sum >> 8);
+    icmp[3] = static_cast<std::uint8_t>(sum);
+}
+
 }  // namespace
 
 bool is_mld_frame(std::span<const std::uint8_t> frame) { return mld_view(frame).ip != nullptr; }
@@ -85,6 +123,7 @@ QueryParseResult parse_mld_query(std::span<const std::uint8_t> frame) {
     }
     if (v.icmp.empty()) {
         r.status = QueryParseStatus::Malformed;
+        r.reason = QueryDropReason::Length;
         return r;
     }
     if (v.icmp[0] != static_cast<std::uint8_t>(MldType::Query)) {
@@ -93,29 +132,39 @@ QueryParseResult parse_mld_query(std::span<const std::uint8_t> frame) {
     r.status = QueryParseStatus::Malformed;
     const std::span<const std::uint8_t> icmp = v.icmp;
     const bool v1 = icmp.size() == kMldV1Length;
-    if (!v1) {
-        if (icmp.size() < kMldV2QueryMinLength) {
-            return r;
-        }
-        const std::size_t sources = static_cast<std::size_t>(icmp[26] << 8 | icmp[27]);
-        if (icmp.size() < kMldV2QueryMinLength + 16 * sources) {
-            return r;
-        }
+    if (!v1 && !v2_query_fits(icmp)) {
+        r.reason = QueryDropReason::Length;
+    } else if (v.ip->hop_limit != kMldHopLimit) {
+        r.reason = QueryDropReason::HopLimit;
+    } else if (!is_link_local(v.ip->src)) {
+        r.reason = QueryDropReason::Source;
+    } else if (icmpv6_checksum(v.ip->src, v.ip->dst, icmp) != 0) {
+        r.reason = QueryDropReason::Checksum;
     }
-    if (v.ip->hop_limit != kMldHopLimit || !is_link_local(v.ip->src) ||
-        icmpv6_checksum(v.ip->src, v.ip->dst, icmp) != 0) {
+    if (r.reason != QueryDropReason::None) {
         return r;
     }
     wire::Gid group{};
     std::copy_n(icmp.begin() + 8, group.size(), group.begin());
     const bool general = is_unspecified(group);
     if (!general && !is_ipv6_multicast(group)) {
+        r.reason = QueryDropReason::Group;
         return r;
     }
     const auto code = static_cast<std::uint16_t>(icmp[4] << 8 | icmp[5]);
     r.query.general = general;
     r.query.group = group;
-    r.query.max_response_ms = v1 ? code : mld_max_response_ms(code);  // v1: milliseconds (RFC 2710 3.4)
+    if (v1) {
+        r.query.version = ProtocolVersion::V1;
+        r.query.max_response_ms = code;  // milliseconds (RFC 2710 3.4)
+    } else {
+        r.query.version = ProtocolVersion::V2;
+        r.query.max_response_ms = mld_max_response_ms(code);
+        // RFC 3810 5.1.8 (QRV: the low 3 bits), 5.1.9 (QQIC: seconds, in
+        // IGMPv3's floating-point form).
+        r.query.robustness = static_cast<std::uint8_t>(icmp[24] & 0x07u);
+        r.query.query_interval_s = igmp_max_response_ms(icmp[25]) / 100;
+    }
     r.status = QueryParseStatus::Ok;
     return r;
 }
@@ -125,23 +174,7 @@ std::size_t build_mld_report(std::span<std::uint8_t> out, const wire::MacAddr& s
     const std::size_t icmp_length = 8 + kMldRecordSize * groups.size();
     const std::size_t length = kMldReportOverhead + kMldRecordSize * groups.size();
     std::fill_n(out.begin(), length, std::uint8_t{0});
-    auto* eth = reinterpret_cast<wire::EthHdr*>(out.data());
-    eth->dst = ipv6_multicast_mac(kMldV2RoutersGroup);
-    eth->src = src_mac;
-    eth->ether_type.set(wire::kEtherTypeIpv6);
-
-    auto* ip = reinterpret_cast<wire::Ipv6Hdr*>(out.data() + kIpv6Offset);
-    ip->vtc_flow.set(6u << 28);
-    ip->payload_length.set(static_cast<std::uint16_t>(kHopByHopSize + icmp_length));
-    ip->next_header = kNextHeaderHopByHop;
-    ip->hop_limit = kMldHopLimit;
-    ip->src = src_ip;
-    ip->dst = kMldV2RoutersGroup;
-
-    std::uint8_t* hop_by_hop = out.data() + kAfterIpv6;
-    hop_by_hop[0] = kIpProtoIcmpv6;
-    hop_by_hop[1] = 0;  // (0 + 1) * 8 bytes
-    std::copy(kRouterAlertAndPad.begin(), kRouterAlertAndPad.end(), hop_by_hop + 2);
+    write_headers(out, src_mac, src_ip, kMldV2RoutersGroup, icmp_length);
 
     // RFC 3810 5.2: type, reserved, checksum, reserved, number of records.
     const std::span<std::uint8_t> icmp = out.subspan(kAfterIpv6 + kHopByHopSize, icmp_length);
@@ -154,10 +187,22 @@ std::size_t build_mld_report(std::span<std::uint8_t> out, const wire::MacAddr& s
         record[0] = static_cast<std::uint8_t>(type);
         std::copy(groups[i].begin(), groups[i].end(), record + 4);
     }
-    const std::uint16_t sum = icmpv6_checksum(src_ip, kMldV2RoutersGroup, icmp);
-    icmp[2] = static_cast<std::uint8_t>(sum >> 8);
-    icmp[3] = static_cast<std::uint8_t>(sum);
+    store_checksum(icmp, src_ip, kMldV2RoutersGroup);
     return length;
+}
+
+std::size_t build_mldv1_message(std::span<std::uint8_t> out, const wire::MacAddr& src_mac, const wire::Gid& src_ip,
+                                MldType type, const wire::Gid& group) {
+    const wire::Gid& dst = type == MldType::V1Done ? kAllRoutersMulticast : group;
+    std::fill_n(out.begin(), kMldV1MessageFrameSize, std::uint8_t{0});
+    write_headers(out, src_mac, src_ip, dst, kMldV1Length);
+    // RFC 2710 3: type, code 0, checksum, Maximum Response Delay 0 (unused
+    // in reports and dones), reserved, the address.
+    const std::span<std::uint8_t> icmp = out.subspan(kAfterIpv6 + kHopByHopSize, kMldV1Length);
+    icmp[0] = static_cast<std::uint8_t>(type);
+    std::copy(group.begin(), group.end(), icmp.begin() + 8);
+    store_checksum(icmp, src_ip, dst);
+    return kMldV1MessageFrameSize;
 }
 
 }  // namespace uroce::net

@@ -263,6 +263,7 @@ void check_membership(std::span<const std::uint8_t> frame) {
         if (r->status == QueryParseStatus::Ok) {
             require(r->query.general == all_zero(r->query.group));
         }
+        require((r->status == QueryParseStatus::Malformed) == (r->reason != QueryDropReason::None));
     }
     RecordingPort port;
     GroupMembership host(port, port.mac(), {10, 0, 0, 1}, Gid{0xFE, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
@@ -283,6 +284,15 @@ void check_membership(std::span<const std::uint8_t> frame) {
     host.poll(start + std::chrono::milliseconds(longest));
     const MembershipCounters c = host.counters();
     require(c.queries + c.malformed <= 1);
+    std::uint64_t dropped = 0;
+    for (const std::uint64_t n : c.dropped) {
+        dropped += n;
+    }
+    require(dropped == c.malformed);
+    // An older querier's query switches its family to that version
+    // (RFC 3376 7.2.1, RFC 3810 8.2.1) for far longer than the poll above.
+    require(v4.status != QueryParseStatus::Ok || c.ipv4_version == v4.query.version);
+    require(v6.status != QueryParseStatus::Ok || c.ipv6_version == v6.query.version);
     for (const auto& sent : port.sent) {
         require(is_igmp_frame(sent) || is_mld_frame(sent));
         require(parse_igmp_query(sent).status == QueryParseStatus::NotQuery);

@@ -177,6 +177,36 @@ Group loop_stalls_group(const uroce_ctrl_loop_stalls_reply& l) {
     return g;
 }
 
+// Multicast membership (MEMBERSHIP): net/igmp.h's QueryDropReason names,
+// in its order (the first, none, is not printed).
+constexpr std::array<std::string_view, 7> kQueryDropNames = {"none",     "length", "checksum", "hop_limit",
+                                                             "fragment", "source", "group"};
+
+Group membership_group(const uroce_ctrl_membership_reply& m) {
+    Group g{"membership",
+            {{"reports_sent", m.reports_sent},
+             {"leaves_sent", m.leaves_sent},
+             {"queries", m.queries},
+             {"queries_answered", m.queries_answered},
+             {"older_queries", m.older_queries},
+             {"queries_dropped", m.queries_dropped}}};
+    static const auto kDropped = [] {
+        std::array<std::string, kQueryDropNames.size()> names;
+        for (std::size_t i = 0; i < names.size(); ++i) {
+            names[i] = fmt::format("dropped_{}", kQueryDropNames[i]);
+        }
+        return names;
+    }();
+    for (std::size_t i = 1; i < kDropped.size(); ++i) {
+        g.counters.emplace_back(kDropped[i].c_str(), m.dropped[i]);
+    }
+    g.counters.emplace_back("tx_refused", m.tx_refused);
+    g.counters.emplace_back("groups", m.groups);
+    g.counters.emplace_back("igmp_version", m.igmp_version);
+    g.counters.emplace_back("mld_version", m.mld_version);
+    return g;
+}
+
 std::vector<Group> base_groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r) {
     static const auto kParseNames = parse_drop_names();
     constexpr auto kFirstDrop = static_cast<std::size_t>(wire::ParseStatus::EthernetTruncated);
@@ -194,6 +224,7 @@ std::vector<Group> base_groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl
 struct OptionalReplies {
     const uroce_ctrl_fault_totals_reply* faults = nullptr;
     const uroce_ctrl_loop_stalls_reply* loop_stalls = nullptr;
+    const uroce_ctrl_membership_reply* membership = nullptr;
 };
 
 std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stats_reasons_reply& r,
@@ -204,6 +235,9 @@ std::vector<Group> groups(const uroce_ctrl_stats_reply& s, const uroce_ctrl_stat
     }
     if (more.loop_stalls != nullptr) {
         all.push_back(loop_stalls_group(*more.loop_stalls));
+    }
+    if (more.membership != nullptr) {
+        all.push_back(membership_group(*more.membership));
     }
     return all;
 }
@@ -311,7 +345,10 @@ int show(const DeviceLocation& loc, bool json) {
     const bool have_faults = c.call_simple(UROCE_CTRL_FAULT_TOTALS, &fault_totals, sizeof fault_totals) == 0;
     uroce_ctrl_loop_stalls_reply loop_stalls{};
     const bool have_loop_stalls = c.call_simple(UROCE_CTRL_LOOP_STALLS, &loop_stalls, sizeof loop_stalls) == 0;
-    const OptionalReplies more{have_faults ? &fault_totals : nullptr, have_loop_stalls ? &loop_stalls : nullptr};
+    uroce_ctrl_membership_reply membership{};
+    const bool have_membership = c.call_simple(UROCE_CTRL_MEMBERSHIP, &membership, sizeof membership) == 0;
+    const OptionalReplies more{have_faults ? &fault_totals : nullptr, have_loop_stalls ? &loop_stalls : nullptr,
+                               have_membership ? &membership : nullptr};
     if (json) {
         print_json(stats, reasons, more, mrs);
     } else {

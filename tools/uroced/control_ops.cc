@@ -93,6 +93,7 @@ const ControlServer::ControlOp* ControlServer::find_op(std::uint16_t op) {
         exact<&S::resize_cq>(UROCE_CTRL_RESIZE_CQ, sizeof(uroce_ctrl_resize_cq)),
         exact<&S::stats_reasons>(UROCE_CTRL_STATS_REASONS, sizeof(uroce_ctrl_hdr)),
         exact<&S::query_loop_stalls>(UROCE_CTRL_LOOP_STALLS, sizeof(uroce_ctrl_hdr)),
+        exact<&S::query_membership>(UROCE_CTRL_MEMBERSHIP, sizeof(uroce_ctrl_hdr)),
         exact<&S::dispatch_fault>(UROCE_CTRL_FAULT_ADD, sizeof(uroce_ctrl_fault_add)),
         exact<&S::dispatch_fault>(UROCE_CTRL_FAULT_LIST, sizeof(uroce_ctrl_fault_list)),
         exact<&S::dispatch_fault>(UROCE_CTRL_FAULT_CLEAR, sizeof(uroce_ctrl_fault_clear)),
@@ -107,6 +108,7 @@ const ControlServer::ControlOp* ControlServer::find_op(std::uint16_t op) {
         exact<&S::create_xrc_srq>(UROCE_CTRL_CREATE_XRC_SRQ, sizeof(uroce_ctrl_create_xrc_srq)),
         exact<&S::create_xrc_tgt>(UROCE_CTRL_CREATE_XRC_TGT, sizeof(uroce_ctrl_create_xrc_tgt)),
         exact<&S::open_xrc_tgt>(UROCE_CTRL_OPEN_XRC_TGT, sizeof(uroce_ctrl_open_xrc_tgt)),
+        exact<&S::close_xrc_tgt>(UROCE_CTRL_CLOSE_XRC_TGT, sizeof(uroce_ctrl_close_xrc_tgt)),
         exact<&S::attach_multicast>(UROCE_CTRL_ATTACH_MCAST, sizeof(uroce_ctrl_mcast)),
         exact<&S::detach_multicast>(UROCE_CTRL_DETACH_MCAST, sizeof(uroce_ctrl_mcast)),
     };

@@ -465,6 +465,14 @@ std::size_t ControlServer::query_loop_stalls(Connection&, const uroce_ctrl_hdr& 
     return write_reply(out, h, 0, loop_stalls_reply(*loop_stalls_));
 }
 
+std::size_t ControlServer::query_membership(Connection&, const uroce_ctrl_hdr& h, const std::uint8_t*,
+                                            std::uint8_t* out) {
+    if (datapath_ == nullptr) {
+        return status_only(out, h, ENODEV);
+    }
+    return write_reply(out, h, 0, membership_reply(datapath_->membership().counters()));
+}
+
 int ControlServer::fd_of(const Connection& c) const {
     for (const auto& [fd, conn] : connections_) {
         if (&conn == &c) {

@@ -230,10 +230,12 @@ private:
                                int& reply_fd);
     std::size_t create_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     std::size_t open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t close_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // A QP QueueObjects destroyed leaves the data path, the rings and the quota.
     void forget_qp(std::uint32_t qpn);
     // Op 140: the loop's stall counters (docs/daemon.md "Loop stalls").
     std::size_t query_loop_stalls(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
+    std::size_t query_membership(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     // Ops 130-139: ibv_attach_mcast / ibv_detach_mcast (handlers_multicast.cc).
     std::size_t attach_multicast(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                  std::uint8_t* out);

@@ -103,6 +103,24 @@ uroce_ctrl_loop_stalls_reply loop_stalls_reply(const LoopStallCounters& c) {
     return r;
 }
 
+static_assert(net::kQueryDropReasonCount <= UROCE_MEMBERSHIP_DROP_REASONS, "the reply holds every drop reason");
+
+uroce_ctrl_membership_reply membership_reply(const net::MembershipCounters& c) {
+    uroce_ctrl_membership_reply r{};
+    r.reports_sent = c.reports_sent;
+    r.leaves_sent = c.leaves_sent;
+    r.queries = c.queries;
+    r.queries_answered = c.queries_answered;
+    r.older_queries = c.older_queries;
+    r.queries_dropped = c.malformed;
+    r.tx_refused = c.tx_refused;
+    r.groups = c.groups;
+    std::copy(c.dropped.begin(), c.dropped.end(), r.dropped);
+    r.igmp_version = static_cast<std::uint8_t>(c.ipv4_version);
+    r.mld_version = static_cast<std::uint8_t>(c.ipv6_version);
+    return r;
+}
+
 uroce_ctrl_stats_reply stats_reply(const device::Device& device, const Datapath* datapath,
                                    const OwnerFilter& visible) {
     uroce_ctrl_stats_reply r{};

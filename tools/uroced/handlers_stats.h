@@ -30,6 +30,9 @@ using OwnerFilter = std::function<bool(std::uint32_t owner)>;
 // The loop's stall counters (LOOP_STALLS).
 [[nodiscard]] uroce_ctrl_loop_stalls_reply loop_stalls_reply(const LoopStallCounters& counters);
 
+// The IGMP / MLD counters and versions (MEMBERSHIP).
+[[nodiscard]] uroce_ctrl_membership_reply membership_reply(const net::MembershipCounters& counters);
+
 // Up to UROCE_LIST_MRS_PER_REPLY of the MRs `visible` admits, from key
 // index `first_index` on.
 [[nodiscard]] uroce_ctrl_list_mrs_reply list_mrs_reply(const device::Device& device, const Datapath* datapath,

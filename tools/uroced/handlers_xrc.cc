@@ -108,6 +108,17 @@ std::size_t ControlServer::open_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, 
     return write_reply(out, h, device_.queues().open_xrc_tgt(c.client, req.xrcd, Qpn{req.qpn}, req.cookie), r);
 }
 
+std::size_t ControlServer::close_xrc_tgt(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
+                                         std::uint8_t* out) {
+    const auto req = read_as<uroce_ctrl_close_xrc_tgt>(msg);
+    device::QueueObjects& q = device_.queues();
+    const int err = q.close_xrc_tgt(c.client, Qpn{req.qpn}, req.cookie);
+    if (err == 0 && !q.qp_exists(Qpn{req.qpn})) {
+        forget_qp(req.qpn);  // that was its last handle
+    }
+    return status_only(out, h, err);
+}
+
 void ControlServer::forget_qp(std::uint32_t qpn) {
     if (datapath_ != nullptr) {
         datapath_->on_destroy_qp(qpn);

@@ -7,7 +7,8 @@ control: a raw client of the control socket registers MRs with and without a
 shared memfd (UROCE_REG_SHARED) and checks, through `uroce stats --json` and
 LIST_MRS, which way serves each MR, that DEREG_MR and REREG_MR drop the
 shared-mapping reference the MR held, and that listings page through many
-MRs in key order; and the loop_stalls group (LOOP_STALLS) of a daemon
+MRs in key order, and that the membership group (MEMBERSHIP) names every
+counter; and the loop_stalls group (LOOP_STALLS) of a daemon
 started with --stall-ms. Needs no privileges.
 
 verbs: stock ibv_rc_pingpong through the daemon; while the server waits for
@@ -190,6 +191,18 @@ class ControlPart(unittest.TestCase):
 
     def test_drops_and_naks_by_reason_add_up_to_the_totals(self):
         assert_reasons_add_up(self, self.stats())
+
+    def test_membership_group_names_every_counter(self):
+        """MEMBERSHIP (op 152): a loopback port has no link to tell, so no
+        report goes and the versions stay the newest (docs/stats.md)."""
+        m = self.stats()["membership"]
+        self.assertEqual(list(m), ["reports_sent", "leaves_sent", "queries", "queries_answered", "older_queries",
+                                   "queries_dropped", "dropped_length", "dropped_checksum", "dropped_hop_limit",
+                                   "dropped_fragment", "dropped_source", "dropped_group", "tx_refused", "groups",
+                                   "igmp_version", "mld_version"])
+        self.assertEqual((m["igmp_version"], m["mld_version"]), (3, 2))
+        self.assertEqual(m["reports_sent"], 0)
+        self.assertEqual(sum(v for k, v in m.items() if k.startswith("dropped_")), m["queries_dropped"])
 
     def test_each_mr_shows_its_way_and_its_registration(self):
         m = self.shared()

@@ -2,7 +2,8 @@
 """IGMP / MLD joins through a snooping Linux bridge (issue 12): four
 namespaces, each with a uroced on net_af_packet over a veth whose other end
 is a port of one bridge (mcast_snooping 1, mcast_querier 1, queries every
-second, memberships forgotten after 3 s unless a report renews them).
+second, memberships forgotten after 3 s unless a report renews them). The
+bridge queries in IGMPv3 and MLDv2 first, then in IGMPv2 and MLDv1.
 
 - IPv4: mckey receivers in namespaces a and b join 239.1.5.5; the bridge's
   group table (`bridge mdb show`) lists their ports and not d's; it still
@@ -10,9 +11,15 @@ second, memberships forgotten after 3 s unless a report renews them).
   bridge's general queries); a sender in c sends 20 messages that both
   receivers get, while the daemon in d (no member) receives no RoCE frame
   at all: the bridge forwards the group only to its members. Once the
-  receivers leave, the group leaves the table.
+  receivers leave, the group leaves the table. The daemons report in IGMPv3.
 - IPv6: mcast_check --hold attaches a UD QP in a to ff0e::1:5; its port
   appears under that group (an MLDv2 report) and goes when it detaches.
+- Older querier (host compatibility mode, RFC 3376 7.2.1, RFC 3810 8.2.1):
+  the bridge switched to mcast_igmp_version 2 and mcast_mld_version 1, the
+  daemons go over to IGMPv2 and MLDv1 (`uroce stats` group membership);
+  receivers in a and b of 239.1.5.6 and a holder of ff0e::1:6 are listed,
+  still after more than the membership interval (v2 reports answering
+  v2 queries), and leave the table when they go (a v2 leave, an MLDv1 done).
 
 usage: test_mcast_snooping.py UROCED UROCE MCAST_CHECK
 Exit 77 (skipped) when not root, or mckey or bridge is missing.
@@ -33,6 +40,8 @@ import uroce_harness as harness  # noqa: E402
 
 GROUP4 = "239.1.5.5"
 GROUP6 = "ff0e::1:5"
+GROUP4_V2 = "239.1.5.6"  # the older querier's case has groups of its own
+GROUP6_V1 = "ff0e::1:6"
 MESSAGES = 20
 SUBNET = "10.79.0"
 HOSTS = "abcd"
@@ -67,7 +76,7 @@ class SnoopingBridge:
             sh("ip", "netns", "add", self.br_ns)
             self.created.append(self.br_ns)
             sh("ip", "-n", self.br_ns, "link", "add", "urmcbr", "type", "bridge", "mcast_snooping", "1",
-               "mcast_querier", "1", *BRIDGE_TIMERS)
+               "mcast_querier", "1", "mcast_igmp_version", "3", "mcast_mld_version", "2", *BRIDGE_TIMERS)
             for h in HOSTS:
                 sh("ip", "netns", "add", self.ns[h])
                 self.created.append(self.ns[h])
@@ -89,6 +98,11 @@ class SnoopingBridge:
         """The bridge ports `bridge mdb show` lists under `group`."""
         out = sh("ip", "netns", "exec", self.br_ns, "bridge", "mdb", "show", "dev", "urmcbr")
         return {m.group(1) for m in re.finditer(rf"port (\S+) grp {re.escape(group)}\b", out)}
+
+    def query_in(self, igmp_version, mld_version):
+        """The bridge's querier speaks these versions from its next query on."""
+        sh("ip", "-n", self.br_ns, "link", "set", "urmcbr", "type", "bridge", "mcast_igmp_version",
+           str(igmp_version), "mcast_mld_version", str(mld_version))
 
     def mdb(self):
         return sh("ip", "netns", "exec", self.br_ns, "bridge", "mdb", "show", "dev", "urmcbr")
@@ -188,6 +202,50 @@ class Snooping(unittest.TestCase):
         self.assertEqual(self.daemons["d"].stats()["frames"]["rx_roce"], bystander_before,
                          "the bridge forwarded the group to a port with no member")
         self.until(f"{GROUP4} gone from the table after the last leave", lambda: not net.ports_in(GROUP4) & members)
+        self.assertEqual(self.membership("a")["igmp_version"], 3, "an IGMPv3 querier heard, v3 reports")
+
+    def membership(self, host):
+        return self.daemons[host].stats()["membership"]
+
+    def test_v2_querier_keeps_receivers_listed(self):
+        """Runs last (names sort): the daemons stay in IGMPv2 / MLDv1 mode for
+        the Older Version Querier Present Timeout (260 s) after the last older
+        query."""
+        net = self.net
+        net.query_in(2, 1)
+        self.addCleanup(net.query_in, 3, 2)
+        self.until("daemons a and b in IGMPv2 and MLDv1 mode",
+                   lambda: all((self.membership(h)["igmp_version"], self.membership(h)["mld_version"]) == (2, 1)
+                               for h in "ab"))
+        receivers = [self.program(h, "mckey", "-m", GROUP4_V2, "-b", net.ip[h], "-C", str(MESSAGES)) for h in "ab"]
+        for r in receivers:
+            self.assertTrue(r.wait_for("receiving data transfers"), f"mckey never joined:\n{r.output()}")
+        holder = self.program("a", self.mcast_check, "--hold", GROUP6_V1, stdin=subprocess.PIPE)
+        self.assertTrue(holder.wait_for("attached"), holder.output())
+        members = {net.port["a"], net.port["b"]}
+        self.until(f"ports of a and b under {GROUP4_V2}", lambda: members <= net.ports_in(GROUP4_V2))
+        self.until(f"port of a under {GROUP6_V1}", lambda: net.port["a"] in net.ports_in(GROUP6_V1))
+        reports_before = self.membership("a")["reports_sent"]
+        # The v2 joins are repeated after 10 s; memberships last 3 s: 5.5 s
+        # later only the answers to the bridge's v2 queries keep them listed.
+        time.sleep(5.5)
+        self.assertTrue(members <= net.ports_in(GROUP4_V2), f"memberships not renewed:\n{net.mdb()}")
+        self.assertIn(net.port["a"], net.ports_in(GROUP6_V1), f"MLDv1 membership not renewed:\n{net.mdb()}")
+        after = self.membership("a")
+        self.assertGreater(after["reports_sent"], reports_before)
+        self.assertEqual((after["igmp_version"], after["mld_version"]), (2, 1))
+        self.assertGreater(after["older_queries"], 0)
+        self.assertGreater(after["queries_answered"], 0)
+
+        holder.proc.stdin.write("go\n")
+        holder.proc.stdin.flush()
+        self.assertTrue(holder.wait_for("detached"), holder.output())
+        self.until(f"{GROUP6_V1} gone after the MLDv1 done", lambda: net.port["a"] not in net.ports_in(GROUP6_V1))
+        leaves_before = self.membership("b")["leaves_sent"]
+        receivers[1].close()  # its QP goes with it: the daemon leaves the group
+        self.until(f"port of b gone from {GROUP4_V2} after the v2 leave",
+                   lambda: net.port["b"] not in net.ports_in(GROUP4_V2))
+        self.assertEqual(self.membership("b")["leaves_sent"], leaves_before + 1, "one v2 leave, not repeated")
 
     def test_ipv6_group_joined_and_left(self):
         holder = self.program("a", self.mcast_check, "--hold", GROUP6, stdin=subprocess.PIPE)

@@ -15,7 +15,7 @@ usage: test_xrc.py --topology {loopback,veth} UROCED UROCE XRC_CHECK
   SENDs land byte for byte in the SRQ they name and complete into its CQ,
   RDMA WRITE and READ move their bytes, and a SEND naming no SRQ or an SRQ
   of another domain is NAKed (REM_INV_REQ_ERR, REM_ACCESS_ERR) and delivers
-  nothing.
+  nothing; target QPs shared by several handles (xrc_check.c says how).
 
 Exit 77 (skipped), with the reason, without root or the tools.
 """

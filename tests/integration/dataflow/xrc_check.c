@@ -21,6 +21,11 @@
  *    it to ERR and both contexts get IBV_EVENT_QP_LAST_WQE_REACHED, each
  *    naming its own ibv_qp (as the kernel's __ib_shared_qp_event_handler
  *    passes it to each opener).
+ *  - one context holding two handles on one target QP (it created the QP and
+ *    opened it again by number): destroying the opened handle leaves the
+ *    creator's working, SENDs still arrive, and the QP's events name the
+ *    creator's ibv_qp (not the destroyed one); destroying that last handle
+ *    destroys the QP.
  *
  * usage: xrc_check DEVICE GID_INDEX. Prints "xrc_check: ok" and exits 0, or
  * says what failed and exits 1.
@@ -370,6 +375,42 @@ static void shared_target_events(struct ibv_cq *send_cq, const char *device) {
     CHECK(ibv_close_device(ctx2) == 0, "ibv_close_device of the second context failed");
 }
 
+/* One context, two handles on one target QP: the second one goes, the first
+ * keeps the QP and its events. */
+static void one_context_two_handles(struct ibv_cq *send_cq, struct ibv_cq *cq, struct ibv_mr *src,
+                                    struct ibv_mr *dst) {
+    struct ibv_xrcd *xrcd = private_domain();
+    uint32_t num;
+    struct ibv_srq *srq = xrc_srq(xrcd, cq, &num);
+    struct ibv_qp *ini, *tgt;
+    xrc_pair(xrcd, send_cq, &ini, &tgt);
+    const uint32_t tgt_num = tgt->qp_num;
+    struct ibv_qp *opened = open_target(ctx, xrcd, tgt_num);
+    CHECK(opened != NULL && opened != tgt && opened->qp_num == tgt_num,
+          "ibv_open_qp of the context's own target QP failed (errno %d)", errno);
+    CHECK(ibv_destroy_qp(opened) == 0, "ibv_destroy_qp of the second handle failed");
+
+    post_srq(srq, dst, 500);
+    memset(dst->addr, 0, BYTES);
+    fill(src, SEND_B, 9);
+    post(ini, IBV_WR_SEND, src, SEND_B, num, NULL, 9);
+    expect_send(send_cq, 9, IBV_WC_SUCCESS, "SEND after the second handle went");
+    expect_recv(cq, 500, SEND_B, tgt_num, "receive after the second handle went");
+    same_bytes(src, dst, SEND_B, "SEND after the second handle went");
+
+    struct ibv_qp_attr a = {0};
+    a.qp_state = IBV_QPS_ERR;
+    modify(tgt, &a, IBV_QP_STATE, "the remaining handle to ERR");
+    expect_qp_event(ctx, tgt, IBV_EVENT_QP_LAST_WQE_REACHED, "the remaining handle");
+
+    CHECK(ibv_destroy_qp(tgt) == 0, "ibv_destroy_qp of the last handle failed");
+    errno = 0;
+    CHECK(open_target(ctx, xrcd, tgt_num) == NULL && errno == EINVAL,
+          "ibv_open_qp after the last handle went: errno %d, expected EINVAL", errno);
+    CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_srq(srq) == 0 && ibv_close_xrcd(xrcd) == 0,
+          "teardown of the two-handle case failed");
+}
+
 int main(int argc, char **argv) {
     CHECK(argc == 3, "usage: xrc_check DEVICE GID_INDEX");
     gid_index = atoi(argv[2]);
@@ -447,6 +488,7 @@ int main(int argc, char **argv) {
 
     shared_target(send_cq, cq_a, src, dst_a, argv[1]);
     shared_target_events(send_cq, argv[1]);
+    one_context_two_handles(send_cq, cq_b, src, dst_b);
 
     CHECK(ibv_destroy_qp(ini) == 0 && ibv_destroy_qp(tgt) == 0 && ibv_destroy_qp(ini2) == 0 &&
               ibv_destroy_qp(tgt2) == 0,

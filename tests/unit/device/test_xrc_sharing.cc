@@ -1,7 +1,8 @@
 // XRC target QPs shared by their handles (QueueObjects::open_xrc_tgt), as the
 // kernel shares them (ib_open_qp / ib_close_qp): the last handle's close
 // destroys the QP, a domain reference with live handles or SRQs cannot be
-// closed (EBUSY), and only a target QP of the caller's domain opens.
+// closed (EBUSY), and only a target QP of the caller's domain opens. One
+// client holding two handles on one QP closes the one it names (by cookie).
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -80,6 +81,27 @@ TEST(XrcSharing, DepartingClientsCloseTheirHandlesOnly) {
     EXPECT_TRUE(d.q.qp_exists(Qpn{tgt.handle}));
     EXPECT_EQ(d.q.close_xrc_tgts_of(d.opener), std::vector<std::uint32_t>{tgt.handle});
     EXPECT_FALSE(d.q.qp_exists(Qpn{tgt.handle}));
+}
+
+TEST(XrcSharing, OneClientsTwoHandlesCloseByCookie) {
+    SharedDomain d;
+    constexpr std::uint64_t kCreated = 0x1000;
+    constexpr std::uint64_t kOpened = 0x2000;
+    const Created tgt = d.q.create_xrc_tgt(d.creator, d.creator_ref, kCreated);
+    ASSERT_EQ(tgt.error, 0);
+    ASSERT_EQ(d.q.open_xrc_tgt(d.creator, d.creator_ref, Qpn{tgt.handle}, kOpened), 0);
+    EXPECT_EQ(d.q.close_xrc_tgt(d.creator, Qpn{tgt.handle}, 0x3000), EINVAL) << "no handle with that cookie";
+    EXPECT_EQ(d.q.close_xrc_tgt(d.opener, Qpn{tgt.handle}, kOpened), EINVAL) << "another client's handle";
+
+    ASSERT_EQ(d.q.close_xrc_tgt(d.creator, Qpn{tgt.handle}, kOpened), 0);
+    ASSERT_TRUE(d.q.qp_exists(Qpn{tgt.handle}));
+    const std::vector<SharedQpHandle> left = d.q.xrc_tgt_handles(tgt.handle);
+    ASSERT_EQ(left.size(), 1u);
+    EXPECT_EQ(left[0].cookie, kCreated) << "events go to the handle still open";
+
+    ASSERT_EQ(d.q.close_xrc_tgt(d.creator, Qpn{tgt.handle}, kCreated), 0);
+    EXPECT_FALSE(d.q.qp_exists(Qpn{tgt.handle})) << "the last close destroys the QP";
+    EXPECT_EQ(d.q.close_xrcd(d.creator, d.creator_ref), 0);
 }
 
 }  // namespace
