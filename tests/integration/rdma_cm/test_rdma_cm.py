@@ -30,8 +30,9 @@ from uroce_control import Client  # noqa: E402
 from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
 from rdma_cm_pair import CmPair, cm_ids, wait_listener  # noqa: E402
 
-# abi/control.h CM_* (ops 40-42) and their fixed sizes.
+# abi/control.h CM_* (ops 40-42, 150) and their fixed sizes.
 CM_OPEN_CHANNEL, CM_COMMAND, CM_GET_EVENT = 40, 41, 42
+CM_LIST_IDS, CM_IDS_PER_REPLY, CM_ID_ENTRY = 150, 6, 72
 CM_COMMAND_MAX, CM_OPTION_MAX = 312, 72
 
 UROCED = UROCE = None
@@ -299,6 +300,42 @@ class CmControl(unittest.TestCase):
         while self.command(c, channel, self.create_id(0x106))[0] != errno.EBADF:
             self.assertLess(time.monotonic(), deadline, "the daemon kept a closed channel")
             time.sleep(0.01)
+
+    def list_ids(self, c):
+        """Every id CM_LIST_IDS lists, page after page: (handle, pid, port
+        space, state, comm) each, and the number of pages."""
+        ids, first = [], 0
+        for pages in range(1, 100):
+            status, body, _ = c.call(CM_LIST_IDS, struct.pack("<II", first, 0))
+            self.assertEqual(status, 0)
+            count, more, next_handle = struct.unpack_from("<III", body)
+            self.assertLessEqual(count, CM_IDS_PER_REPLY)
+            for i in range(count):
+                at = 16 + CM_ID_ENTRY * i
+                handle, pid, _lqpn, ps, _qp_type, state = struct.unpack_from("<IIIHBB", body, at)
+                ids.append((handle, pid, ps, state, body[at + 56:at + 72].rstrip(b"\0").decode()))
+            if not more:
+                return ids, pages
+            self.assertGreater(next_handle, first)
+            first = next_handle
+        self.fail("CM_LIST_IDS never ended")
+
+    def test_list_ids_names_the_owner_and_pages(self):
+        c = self.client()
+        channel, _program = self.open_channel(c)
+        handles = []
+        for _ in range(CM_IDS_PER_REPLY + 2):  # more than one page
+            status, answer = self.command(c, channel, self.create_id(0x111))
+            self.assertEqual(status, 0)
+            handles.append(struct.unpack_from("<I", answer)[0])
+        ids, pages = self.list_ids(c)
+        self.assertGreaterEqual(pages, 2)
+        mine = [e for e in ids if e[0] in handles]
+        self.assertEqual([e[0] for e in mine], sorted(handles))  # each once, in handle order
+        with open("/proc/self/comm") as f:
+            comm = f.read().strip()
+        for _handle, pid, ps, state, name in mine:
+            self.assertEqual((pid, ps, state, name), (os.getpid(), 0x111, 0, comm))  # UDP, IDLE
 
     def test_connection_end_closes_its_channels(self):
         c = Client(os.path.join(self.daemon.state, "uroce_cmctl.sock"))
