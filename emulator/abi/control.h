@@ -22,7 +22,7 @@
 #include "rings.h"
 
 #define UROCE_CTRL_MAGIC 0x434F5255u /* "UROC" little-endian */
-#define UROCE_CTRL_VERSION 7u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached, LOOP_STALLS (140); 7: CM command options carry a 72-byte path record (RDMA_OPTION_IB_PATH), REG_MR of a dma-buf maps it */
+#define UROCE_CTRL_VERSION 8u /* 3: HELLO carries the client's process files; 4: rdma_cm ops (40-42), RESIZE_CQ (60), STATS_REASONS (80), CQ creation flags; 5: faults (90-94), capture (95-96), EXPLAIN_FETCH (100), ADVISE_MR (110), bind_mw posted on the send queue; 6: XRC (120-123, CREATE_QP of XRC_SEND), multicast attach (130-131), DESTROY_QP EBUSY while attached, LOOP_STALLS (140); 7: CM command options carry a 72-byte path record (RDMA_OPTION_IB_PATH), REG_MR of a dma-buf maps it; 8: CM_LIST_IDS (150), MEMBERSHIP (152), CLOSE_XRC_TGT (153), XRC target QPs destroyed by handle */
 #define UROCE_CTRL_MAX_MESSAGE 512u
 
 enum uroce_ctrl_op {
@@ -83,6 +83,8 @@ enum uroce_ctrl_op {
     UROCE_CTRL_DETACH_MCAST = 131,
     /* Ops 140-149: the daemon's loop (docs/daemon.md "Loop stalls"). */
     UROCE_CTRL_LOOP_STALLS = 140,
+    /* Ops 150-151: the rdma_cm ids, as `rdma resource show cm_id` lists them (docs/rdmacm-device.md). */
+    UROCE_CTRL_CM_LIST_IDS = 150,
     /* Op 152: multicast membership, IGMP / MLD (docs/stats.md "membership"). */
     UROCE_CTRL_MEMBERSHIP = 152,
     /* Op 153: closing one handle of an XRC target QP (docs/provider.md "XRC"). */
@@ -942,6 +944,62 @@ struct uroce_ctrl_cm_event {
     uint8_t event[UROCE_CM_EVENT_BYTES];
 };
 
+/*
+ * CM_LIST_IDS (op 150): the device's rdma_cm ids, as Linux's `rdma resource
+ * show cm_id` (iproute2 rdma/res-cmid.c, nldev.c fill_res_cm_id_entry) lists
+ * the kernel's, a page at a time in handle order. The request names the
+ * handle to start at (0: from the first). The reply holds up to
+ * UROCE_CM_LIST_IDS_PER_REPLY ids; `more` is 1 when ids follow, from
+ * `next_handle` on (ask again with first_handle = next_handle). A client sees
+ * the ids of its own user's channels; root and the daemon's owner every id
+ * (as STATS, docs/stats.md). Ids come and go between pages: a page shows the
+ * ids as they were when it was asked.
+ */
+enum uroce_cm_id_state {  /* cma.c enum rdma_cm_state, whose numbers netlink carries */
+    UROCE_CM_STATE_IDLE = 0,
+    UROCE_CM_STATE_ADDR_QUERY = 1,
+    UROCE_CM_STATE_ADDR_RESOLVED = 2,
+    UROCE_CM_STATE_ROUTE_QUERY = 3,
+    UROCE_CM_STATE_ROUTE_RESOLVED = 4,
+    UROCE_CM_STATE_CONNECT = 5,     /* connecting or connected (and rejected, unreachable) */
+    UROCE_CM_STATE_DISCONNECT = 6,  /* DISCONNECTED reported */
+    UROCE_CM_STATE_ADDR_BOUND = 7,
+    UROCE_CM_STATE_LISTEN = 8,
+};
+#define UROCE_CM_LIST_IDS_PER_REPLY 6u
+#define UROCE_CM_COMM_BYTES 16u  /* TASK_COMM_LEN */
+
+struct uroce_ctrl_cm_list_ids {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t first_handle;
+    uint32_t reserved;
+};
+struct uroce_ctrl_cm_id_entry {
+    uint32_t handle;        /* the id's handle (`cm-idn`) */
+    uint32_t pid;           /* the channel owner's process (SO_PEERCRED at connect), 0: unknown */
+    uint32_t lqpn;          /* the QP the id connects (CONNECT/ACCEPT), 0: none yet */
+    uint16_t port_space;    /* RDMA_PS_* */
+    uint8_t qp_type;        /* enum ibv_qp_type */
+    uint8_t state;          /* enum uroce_cm_id_state */
+    uint8_t port;           /* the device port the id is bound to (1), 0: none yet */
+    uint8_t src_family;     /* AF_INET, AF_INET6, AF_IB; 0: no address */
+    uint8_t dst_family;
+    uint8_t reserved;
+    uint16_t src_port;      /* host order */
+    uint16_t dst_port;
+    uint8_t src_addr[16];   /* network order; IPv4 in the first 4 bytes; AF_IB: the GID */
+    uint8_t dst_addr[16];
+    char comm[UROCE_CM_COMM_BYTES];  /* the process's name, NUL-padded */
+};
+struct uroce_ctrl_cm_list_ids_reply {
+    struct uroce_ctrl_hdr hdr;
+    uint32_t count;         /* entries[0, count) are filled */
+    uint32_t more;          /* 1: more ids from next_handle on */
+    uint32_t next_handle;
+    uint32_t reserved;
+    struct uroce_ctrl_cm_id_entry entries[UROCE_CM_LIST_IDS_PER_REPLY];
+};
+
 #ifdef __cplusplus
 static_assert(sizeof(struct uroce_ctrl_hdr) == 24, "header layout");
 static_assert(sizeof(struct uroce_ctrl_reg_mr) % 8 == 0, "explicit padding");
@@ -990,6 +1048,10 @@ static_assert(sizeof(struct uroce_ctrl_cm_answer) == 472, "cm answer layout");
 static_assert(sizeof(struct uroce_ctrl_cm_event) == 360, "cm event layout");
 static_assert(sizeof(struct uroce_ctrl_cm_answer) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_mcast) == 48, "mcast layout");
+static_assert(sizeof(struct uroce_ctrl_cm_list_ids) == 32, "cm list ids layout");
+static_assert(sizeof(struct uroce_ctrl_cm_id_entry) == 72, "cm id entry layout");
+static_assert(sizeof(struct uroce_ctrl_cm_list_ids_reply) == 472, "cm list ids reply layout");
+static_assert(sizeof(struct uroce_ctrl_cm_list_ids_reply) <= UROCE_CTRL_MAX_MESSAGE, "fits a message");
 static_assert(sizeof(struct uroce_ctrl_capture_start) == 32, "capture start layout");
 static_assert(sizeof(struct uroce_ctrl_capture_reply) == 48, "capture reply layout");
 static_assert(sizeof(struct uroce_capture_record) == 16, "capture record layout");

@@ -96,6 +96,8 @@ public:
 
     [[nodiscard]] std::size_t channel_count() const { return channels_.size(); }
     [[nodiscard]] std::size_t id_count() const { return ids_.size(); }
+    // Every id by handle, for CM_LIST_IDS (id_listing.h).
+    [[nodiscard]] const std::map<std::uint32_t, CmId>& ids() const { return ids_; }
 
     // CmEventSink: messages from the peer of a connection.
     RequestVerdict on_request(const ConnectionRequest& req) override;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "capture_command.h"
+#include "cm_command.h"
 #include "decode_command.h"
 #include "env_command.h"
 #include "fault_command.h"
@@ -14,6 +15,7 @@ int main(int argc, char** argv) {
     CLI::App app{"uroce: tools for the uroce software RoCEv2 device"};
     app.require_subcommand(1);
     uroce::tools::add_capture_command(app);
+    uroce::tools::add_cm_command(app);
     uroce::tools::add_decode_command(app);
     uroce::tools::add_env_commands(app);
     uroce::tools::add_explain_command(app);

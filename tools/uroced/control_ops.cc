@@ -93,6 +93,7 @@ const ControlServer::ControlOp* ControlServer::find_op(std::uint16_t op) {
         exact<&S::resize_cq>(UROCE_CTRL_RESIZE_CQ, sizeof(uroce_ctrl_resize_cq)),
         exact<&S::stats_reasons>(UROCE_CTRL_STATS_REASONS, sizeof(uroce_ctrl_hdr)),
         exact<&S::query_loop_stalls>(UROCE_CTRL_LOOP_STALLS, sizeof(uroce_ctrl_hdr)),
+        exact<&S::list_cm_ids>(UROCE_CTRL_CM_LIST_IDS, sizeof(uroce_ctrl_cm_list_ids)),
         exact<&S::query_membership>(UROCE_CTRL_MEMBERSHIP, sizeof(uroce_ctrl_hdr)),
         exact<&S::dispatch_fault>(UROCE_CTRL_FAULT_ADD, sizeof(uroce_ctrl_fault_add)),
         exact<&S::dispatch_fault>(UROCE_CTRL_FAULT_LIST, sizeof(uroce_ctrl_fault_list)),

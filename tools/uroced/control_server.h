@@ -255,6 +255,8 @@ private:
     std::size_t dispatch_fault(const Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg,
                                std::uint8_t* out);
     void close_cm_channels_of(std::uint32_t client);
+    // Op 150: the rdma_cm ids the asker may see, a page at a time (handlers_cm_list.cc).
+    std::size_t list_cm_ids(Connection& c, const uroce_ctrl_hdr& h, const std::uint8_t* msg, std::uint8_t* out);
     [[nodiscard]] ucma::DeviceView ucma_view() const;
 
     std::string path_;

@@ -7,7 +7,7 @@ import socket
 import struct
 
 MAGIC = 0x434F5255
-VERSION = 7  # UROCE_CTRL_VERSION (emulator/abi/control.h)
+VERSION = 8  # UROCE_CTRL_VERSION (emulator/abi/control.h)
 HDR = struct.Struct("<IHHIIiI")  # magic, version, op, length, seq, status, reserved
 
 HELLO, QUERY_DEVICE, QUERY_PORT, ALLOC_PD, DEALLOC_PD, REG_MR, REREG_MR, DEREG_MR = range(1, 9)

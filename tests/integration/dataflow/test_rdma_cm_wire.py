@@ -23,100 +23,26 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import uroce_harness as harness  # noqa: E402
+from rdma_cm_pair import CmPair, cm_ids  # noqa: E402
 
-# The server starts first; the client is retried while it is rejected (the
-# server does not listen yet: REJ 8), at most this long.
-LISTEN_SECONDS = 15
 RUN_SECONDS = 30
 # A REJ from a live peer comes in one round trip; this bounds it generously.
 REJECT_SECONDS = 5
-REJECTED_SIGNS = ("REJECTED", "rejected", "Unexpected CM event bl blka 8", "UNREACHABLE, error: 1")
-
-
-class WirePair:
-    """A server in the first namespace, a client in the second, retried
-    while refused; both stopped by PID whatever happens.
-
-    A refused client is started again against the same server when the
-    server listens once (rping, ucmatose, udaddy: the refusal only means it
-    did not listen yet). A server that listens in two phases (perftest -R:
-    a control connection, then a new listener for the data connection) is
-    started again with the client (`restart_server_on_reject`): a refusal
-    may come from the gap between its two listeners, and a second client
-    would then meet a server that waits for a data connection (it would take
-    the client's control connection as one: both sides then wait forever)."""
-
-    def __init__(self, topo, server_argv, client_argv, run_seconds=None, restart_server_on_reject=False,
-                 server_ready_sign=None):
-        self.topo = topo
-        self.run_seconds = run_seconds or RUN_SECONDS
-        self.server_argv = server_argv
-        self.client_argv = client_argv
-        self.restart_server_on_reject = restart_server_on_reject
-        self.server_ready_sign = server_ready_sign
-        self.server = None
-        self.restarts = 0
-        self.start_server()
-
-    def start_server(self):
-        self.server_log = tempfile.TemporaryFile(mode="w+")
-        self.server = subprocess.Popen(self.topo.server.daemon.exec_argv(*self.server_argv), stdout=self.server_log,
-                                       stderr=subprocess.STDOUT, text=True)
-        if self.server_ready_sign is None:
-            return
-        deadline = time.monotonic() + LISTEN_SECONDS
-        while time.monotonic() < deadline and self.server.poll() is None:
-            self.server_log.seek(0)
-            if self.server_ready_sign in self.server_log.read():
-                return
-            time.sleep(0.01)
-
-    def restart_server(self):
-        self.close()
-        self.restarts += 1
-        self.start_server()
-
-    def run(self):
-        deadline = time.monotonic() + LISTEN_SECONDS
-        while True:
-            try:
-                c = subprocess.run(self.topo.client.daemon.exec_argv(*self.client_argv), capture_output=True,
-                                   text=True, timeout=self.run_seconds)
-                crc, cout = c.returncode, c.stdout + c.stderr
-            except subprocess.TimeoutExpired as e:
-                crc, cout = -9, f"client timed out after {self.run_seconds} s\n" + str(e.stdout or "") + str(e.stderr or "")
-            rejected = any(s in cout for s in REJECTED_SIGNS)
-            server_gone = self.server.poll() is not None and not self.restart_server_on_reject
-            if crc == 0 or not rejected or time.monotonic() > deadline or server_gone:
-                break
-            if self.restart_server_on_reject:
-                self.restart_server()
-            else:
-                time.sleep(0.05)
-        try:
-            self.server.wait(timeout=self.run_seconds)
-        except subprocess.TimeoutExpired:
-            self.server.kill()
-            self.server.wait()
-        self.server_log.seek(0)
-        return crc, cout, self.server.returncode, self.server_log.read()
-
-    def close(self):
-        if self.server.poll() is None:
-            self.server.kill()
-            self.server.wait()
-        self.server_log.close()
 
 
 class RdmaCmOverTheWire(unittest.TestCase):
     topo = None
     uroce = None
 
-    def pair(self, server_argv, client_argv, run_seconds=None, **kw):
-        p = WirePair(self.topo, server_argv, client_argv, run_seconds, **kw)
+    def pair(self, server_argv, client_argv, port, **kw):
+        """Runs the server in the first namespace and, once the first daemon
+        lists its id in LISTEN on `port`, the client in the second
+        (rdma_cm_pair.CmPair)."""
+        p = CmPair(self.topo.server, self.topo.client, server_argv, client_argv, port,
+                   run_seconds=kw.pop("run_seconds", RUN_SECONDS), **kw)
         self.addCleanup(p.close)
         crc, cout, src, sout = p.run()
-        why = f"client:\n{harness.tail(cout)}\nserver:\n{harness.tail(sout)}\n{self.topo.daemon_logs()}"
+        why = f"{p.describe(cout, sout)}\n{self.topo.daemon_logs()}"
         self.assertEqual(crc, 0, why)
         self.assertEqual(src, 0, why)
         self.assertEqual(self.topo.dead_daemons(), [], why)
@@ -128,7 +54,7 @@ class RdmaCmOverTheWire(unittest.TestCase):
     def rping(self, port, count=100, size=4096):
         args = ["-v", "-V", "-C", str(count), "-S", str(size), "-p", str(port)]
         cout, _ = self.pair(["rping", "-s", "-a", self.server_ip(), *args],
-                            ["rping", "-c", "-a", self.server_ip(), *args])
+                            ["rping", "-c", "-a", self.server_ip(), *args], port)
         pings = [line for line in cout.splitlines() if line.startswith("ping data: rdma-ping-")]
         self.assertEqual(len(pings), count, harness.tail(cout))
         self.assertIn(f"rdma-ping-{count - 1}: ", pings[-1])
@@ -136,19 +62,46 @@ class RdmaCmOverTheWire(unittest.TestCase):
     def test_rping_moves_verified_data(self):
         self.rping(7174)
 
+    def test_cm_list_on_both_daemons(self):
+        # `uroce cm` on each daemon during one rping connection: the server's
+        # listener and passive id on the first, the client's id on the
+        # second, with the addresses of both namespaces crossed.
+        port = 7187
+        argv = ["rping", "-a", self.server_ip(), "-p", str(port), "-S", "64"]  # no -C: pings until stopped
+        p = CmPair(self.topo.server, self.topo.client, [*argv, "-s"], [*argv, "-c"], port)
+        self.addCleanup(p.close)
+        self.assertTrue(p.start_server(), "the rping server exited before it listened")
+        self.assertEqual(p.listened["comm"], "rping")
+        client = subprocess.Popen(self.topo.client.daemon.exec_argv(*argv, "-c"), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: (client.kill(), client.wait()))
+        server_ip, client_ip = self.topo.net.ip
+        deadline = time.monotonic() + 20
+        while True:
+            active = [e for e in cm_ids(self.topo.client.daemon) if e["state"] == "CONNECT" and e["pid"] == client.pid]
+            passive = [e for e in cm_ids(self.topo.server.daemon) if e["state"] == "CONNECT"
+                       and e["pid"] == p.server.pid]
+            if len(active) == 1 and len(passive) == 1:
+                break
+            self.assertLess(time.monotonic(), deadline, f"not listed as connected: {active} {passive}")
+            time.sleep(0.01)
+        a, s = active[0], passive[0]
+        self.assertEqual((a["src-addr"], a["dst-addr"], a["dst-port"]), (client_ip, server_ip, port))
+        self.assertEqual((s["src-addr"], s["src-port"], s["dst-addr"], s["dst-port"]),
+                         (server_ip, port, client_ip, a["src-port"]))
+        self.assertEqual((a["ifname"], s["ifname"]), (self.topo.client.device, self.topo.server.device))
+
     def test_ucmatose_ten_connections(self):
-        # The client's 10 REQs may straddle the moment the server listens:
-        # the first refused (REJ 8), later ones accepted. The client then
-        # exits and tears the accepted ones down, which ends the server too
-        # (REJECTED 28), so the pair is started afresh, server included.
+        # The client starts once the server's listener shows, so none of
+        # its 10 REQs can come before it (they once straddled the listen:
+        # the first refused, REJ 8, later ones accepted, then torn down).
         cout, sout = self.pair(["ucmatose", "-p", "7176", "-c", "10", "-C", "100"],
-                               ["ucmatose", "-s", self.server_ip(), "-p", "7176", "-c", "10", "-C", "100"],
-                               restart_server_on_reject=True)
+                               ["ucmatose", "-s", self.server_ip(), "-p", "7176", "-c", "10", "-C", "100"], 7176)
         self.assertIn("return status 0", cout)
         self.assertIn("disconnected", sout)
 
     def test_udaddy_over_sidr(self):
-        cout, sout = self.pair(["udaddy"], ["udaddy", "-s", self.server_ip()])
+        cout, sout = self.pair(["udaddy"], ["udaddy", "-s", self.server_ip()], 7174, ps="UDP")
         self.assertIn("return status 0", cout)
         self.assertIn("sending replies", sout)
 
@@ -163,11 +116,11 @@ class RdmaCmOverTheWire(unittest.TestCase):
                 # refused (REJ 8, as cm.c answers a REQ no listener takes),
                 # and perftest 4.5-0.17's own retry after REJECTED cannot
                 # succeed (it reuses the ids and channel it just destroyed):
-                # the client exits. The pair is then started afresh, server
-                # included: a new client against the old server would have
-                # its control connection taken as the data connection.
-                cout, _ = self.pair(server, client, run_seconds=RUN_SECONDS, restart_server_on_reject=True,
-                                    server_ready_sign="Waiting for client to connect")
+                # the client exits. CmPair(relisten=True) then starts the
+                # pair afresh, server included, after its listener shows
+                # again: a new client against the old server would have its
+                # control connection taken as the data connection.
+                cout, _ = self.pair(server, client, 18515, relisten=True)
                 self.assertIn("#bytes", cout)
 
     def rsockets_pair(self, tool, port, args):
@@ -175,7 +128,7 @@ class RdmaCmOverTheWire(unittest.TestCase):
         (-T v: the receiver checks every byte); returns the client's output
         row."""
         argv = [tool, "-p", str(port), *args, "-T", "v"]
-        cout, sout = self.pair(argv, [tool, "-s", self.server_ip(), *argv[1:]], server_ready_sign="usec/xfer")
+        cout, sout = self.pair(argv, [tool, "-s", self.server_ip(), *argv[1:]], port)
         for out in (cout, sout):
             self.assertNotIn("verification failed", out)
             self.assertRegex(out, r"(?m)^custom\s", out)
@@ -220,7 +173,8 @@ class RdmaCmOverTheWire(unittest.TestCase):
         self.assertLess(time.monotonic() - start, REJECT_SECONDS, out)
         # UD: a SIDR_REQ nobody listens for is answered with SIDR status 1
         # (service ID not supported, as Linux's cm.c answers), which is what
-        # WirePair retries on; status 2 (reject) would end the test.
+        # a client early to a server would read as "not listening yet";
+        # status 2 (reject) would say the server refused it.
         start = time.monotonic()
         r = subprocess.run(self.topo.client.daemon.exec_argv("udaddy", "-s", self.server_ip()),
                            capture_output=True, text=True, timeout=RUN_SECONDS)
@@ -273,8 +227,10 @@ class RdmaCmOverTheWire(unittest.TestCase):
             finally:
                 for c in captures.values():
                     c.stop()
-        # Attempts made before the server listened were each refused (REJ 8).
+        # Attempts made before the server listened would each be refused
+        # (REJ 8); the client starts once the listener shows, so none is.
         refused = from_server.count("REJ")
+        self.assertEqual(refused, 0, from_server)
         self.assertEqual(from_client, ["REQ"] * refused + ["REQ", "RTU", "DREQ"])
         self.assertEqual(from_server, ["REJ"] * refused + ["REP", "DREP"])
 

@@ -28,101 +28,24 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "daemon"))
 from uroce_control import Client  # noqa: E402
 from uroce_harness import SKIP, Daemon, missing_tools, tail  # noqa: E402
+from rdma_cm_pair import CmPair, cm_ids, wait_listener  # noqa: E402
 
-# abi/control.h CM_* (ops 40-42) and their fixed sizes.
+# abi/control.h CM_* (ops 40-42, 150) and their fixed sizes.
 CM_OPEN_CHANNEL, CM_COMMAND, CM_GET_EVENT = 40, 41, 42
+CM_LIST_IDS, CM_IDS_PER_REPLY, CM_ID_ENTRY = 150, 6, 72
 CM_COMMAND_MAX, CM_OPTION_MAX = 312, 72
 
 UROCED = UROCE = None
 CM_CHECK = None  # cm_check.c: IB_PATH and TIMEWAIT_EXIT through stock librdmacm (built with librdmacm-dev)
 IP = "192.0.2.1"
 IP6 = "2001:db8::1"
-# A connection attempt is retried until the server listens (a REQ nobody
-# listens for is rejected at once, REJ 8); this bounds the whole wait.
-LISTEN_SECONDS = 20
 RUN_SECONDS = 60
 
 
-class Pair:
-    """A server program started first and a client retried until the
-    server listens; both are stopped by PID whatever happens.
-
-    A refused client is started again against the same server when the
-    server listens once (rping, ucmatose, udaddy: the refusal only means it
-    did not listen yet). A server that listens in two phases (perftest -R: a
-    control connection, then a new listener for the data connection) is
-    started again with the client (`restart_server_on_reject`): a refusal may
-    come from the gap between its two listeners, and a second client would
-    then meet a server that waits for a data connection. That server takes
-    the new client's control connection as its data connection and both sides
-    wait for ever (CI, load 19: ib_send_lat's first client passed the control
-    connection, its data REQ got REJ 8, the retried client hung for 60 s)."""
-
-    def __init__(self, daemon, server_argv, client_argv, run_seconds=None, restart_server_on_reject=False,
-                 server_ready_sign=None):
-        self.daemon = daemon
-        self.server_argv = server_argv
-        self.client_argv = client_argv
-        self.run_seconds = run_seconds or RUN_SECONDS
-        self.restart_server_on_reject = restart_server_on_reject
-        self.server_ready_sign = server_ready_sign
-        self.start_server()
-
-    def start_server(self):
-        # A file, not a pipe: nobody reads while the client runs, and a
-        # verbose server would block on a full pipe.
-        self.server_log = tempfile.TemporaryFile(mode="w+")
-        self.server = subprocess.Popen(self.daemon.exec_argv(*self.server_argv), stdout=self.server_log,
-                                       stderr=subprocess.STDOUT, text=True)
-        if self.server_ready_sign is None:
-            return
-        # Fewer refusals: the client starts once the server says it is about
-        # to listen (a bounded wait; a refusal after it is still retried).
-        deadline = time.monotonic() + LISTEN_SECONDS
-        while time.monotonic() < deadline and self.server.poll() is None:
-            self.server_log.seek(0)
-            if self.server_ready_sign in self.server_log.read():
-                return
-            time.sleep(0.01)
-
-    def run(self, server_stays=False):
-        deadline = time.monotonic() + LISTEN_SECONDS
-        while True:
-            try:
-                client = subprocess.run(self.daemon.exec_argv(*self.client_argv), capture_output=True, text=True,
-                                        timeout=self.run_seconds)
-            except subprocess.TimeoutExpired as e:  # killed: report both sides' output
-                out = f"client timed out after {self.run_seconds} s\n" + (e.stdout or b"").decode(errors="replace")
-                client = subprocess.CompletedProcess(e.cmd, -9, out, "")
-            out = client.stdout + client.stderr
-            rejected = any(sign in out for sign in ("REJECTED", "rejected", "Connection refused",
-                                                    "Unexpected CM event bl blka 8",  # perftest's REJECTED
-                                                    "UNREACHABLE, error: 1"))  # SIDR: nobody listens
-            server_gone = self.server.poll() is not None and not self.restart_server_on_reject
-            if client.returncode == 0 or not rejected or time.monotonic() > deadline or server_gone:
-                break
-            if self.restart_server_on_reject:
-                self.close()
-                self.start_server()
-            else:
-                time.sleep(0.05)
-        if server_stays and self.server.poll() is None:
-            self.server.kill()  # a server that serves until stopped (cmtime)
-            self.server.wait()
-            self.server.returncode = 0
-        try:
-            self.server.wait(timeout=self.run_seconds)
-        except subprocess.TimeoutExpired:
-            self.server.kill()
-            self.server.wait()
-        self.server_log.seek(0)
-        return client.returncode, out, self.server.returncode, self.server_log.read()
-
-    def close(self):
-        if self.server.poll() is None:
-            self.server.kill()
-            self.server.wait()
-        self.server_log.close()
+def stop(proc):
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
 
 
 class RdmaCm(unittest.TestCase):
@@ -134,11 +57,13 @@ class RdmaCm(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.close()
 
-    def pair(self, server_argv, client_argv, server_stays=False, **kw):
-        p = Pair(self.daemon, server_argv, client_argv, **kw)
+    def pair(self, server_argv, client_argv, port, server_stays=False, **kw):
+        """Runs the pair on the daemon: the client once the server's id is
+        in LISTEN on `port` (rdma_cm_pair.CmPair)."""
+        p = CmPair(self.daemon, self.daemon, server_argv, client_argv, port, **kw)
         self.addCleanup(p.close)
         crc, cout, src, sout = p.run(server_stays)
-        why = f"client:\n{tail(cout)}\nserver:\n{tail(sout)}\ndaemon:\n{tail(self.daemon.log_text())}"
+        why = f"{p.describe(cout, sout)}\ndaemon:\n{tail(self.daemon.log_text())}"
         self.assertEqual(crc, 0, why)
         self.assertEqual(src, 0, why)
         self.assertTrue(self.daemon.alive(), why)
@@ -146,47 +71,46 @@ class RdmaCm(unittest.TestCase):
 
     def test_rping_moves_verified_data(self):
         args = ["-v", "-V", "-C", "100", "-S", "4096", "-p", "7174"]
-        cout, _ = self.pair(["rping", "-s", "-a", IP, *args], ["rping", "-c", "-a", IP, *args])
+        cout, _ = self.pair(["rping", "-s", "-a", IP, *args], ["rping", "-c", "-a", IP, *args], 7174)
         pings = [line for line in cout.splitlines() if line.startswith("ping data: rdma-ping-")]
         self.assertEqual(len(pings), 100, tail(cout))
         self.assertIn("rdma-ping-99: ", pings[-1])
 
     def test_rping_through_loopback_address_and_wildcard_listener(self):
         args = ["-V", "-C", "10", "-S", "100", "-p", "7175"]
-        self.pair(["rping", "-s", *args], ["rping", "-c", "-a", "127.0.0.1", *args])
+        self.pair(["rping", "-s", *args], ["rping", "-c", "-a", "127.0.0.1", *args], 7175)
 
     def test_rping_over_ipv6(self):
         args = ["-V", "-C", "20", "-S", "1000", "-p", "7182"]
-        self.pair(["rping", "-s", "-a", IP6, *args], ["rping", "-c", "-a", IP6, *args])
+        self.pair(["rping", "-s", "-a", IP6, *args], ["rping", "-c", "-a", IP6, *args], 7182)
 
     def test_ucmatose_ipv6_wildcard_listener(self):
-        cout, _ = self.pair(["ucmatose", "-b", "::", "-p", "7183"], ["ucmatose", "-s", IP6, "-p", "7183"])
+        cout, _ = self.pair(["ucmatose", "-b", "::", "-p", "7183"], ["ucmatose", "-s", IP6, "-p", "7183"], 7183)
         self.assertIn("return status 0", cout)
 
     def test_ucmatose_ten_connections(self):
-        # The client's first REQ may come before the server listens (REJ 8)
-        # while later ones reach it; the client then gives up and the server
-        # fails to accept the requests it abandoned (EINVAL, as on Linux):
-        # start both again (CI, 2026-11-26).
+        # The client starts once the listener is there, so none of its 10
+        # REQs can come before it (CI, 2026-11-26: the first was refused, REJ
+        # 8, while later ones reached the server, which then failed to accept
+        # the requests the client had abandoned).
         cout, sout = self.pair(["ucmatose", "-p", "7176", "-c", "10", "-C", "100"],
-                               ["ucmatose", "-s", IP, "-p", "7176", "-c", "10", "-C", "100"],
-                               restart_server_on_reject=True)
+                               ["ucmatose", "-s", IP, "-p", "7176", "-c", "10", "-C", "100"], 7176)
         self.assertIn("return status 0", cout)
         self.assertIn("disconnected", sout)
 
     def test_udaddy_over_sidr(self):
         # udaddy's -p is the port space; its port is always 7174 (of PS_UDP).
-        cout, sout = self.pair(["udaddy"], ["udaddy", "-s", IP])
+        cout, sout = self.pair(["udaddy"], ["udaddy", "-s", IP], 7174, ps="UDP")
         self.assertIn("return status 0", cout)
         self.assertIn("sending replies", sout)
 
     def test_rdma_server_and_client(self):
-        cout, sout = self.pair(["rdma_server", "-p", "7177"], ["rdma_client", "-s", IP, "-p", "7177"])
+        cout, sout = self.pair(["rdma_server", "-p", "7177"], ["rdma_client", "-s", IP, "-p", "7177"], 7177)
         self.assertIn("rdma_client: end 0", cout)
         self.assertIn("rdma_server: end 0", sout)
 
     def test_rstream_every_size(self):
-        cout, _ = self.pair(["rstream", "-p", "7178"], ["rstream", "-s", IP, "-p", "7178"])
+        cout, _ = self.pair(["rstream", "-p", "7178"], ["rstream", "-s", IP, "-p", "7178"], 7178)
         rows = [line.split()[0] for line in cout.splitlines()[1:] if line.strip()]
         self.assertIn("1m_bw", rows, cout)
         self.assertIn("64_lat", rows, cout)
@@ -195,20 +119,71 @@ class RdmaCm(unittest.TestCase):
         for tool in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_send_lat"):
             with self.subTest(tool=tool):
                 argv = [tool, "-R", "-d", self.daemon.name, "-n", "1000", "-p", "18515"]
-                # Its server listens twice (control, then data): see Pair.
-                cout, _ = self.pair(argv, [*argv, IP], restart_server_on_reject=True,
-                                    server_ready_sign="Waiting for client to connect")
+                # Its server listens twice (control, then data): see CmPair.
+                cout, _ = self.pair(argv, [*argv, IP], 18515, relisten=True)
                 self.assertIn("#bytes", cout)
 
     def test_cmtime_hundred_connections(self):
         cout, _ = self.pair(["cmtime", "-p", "7181", "-c", "100"], ["cmtime", "-s", IP, "-p", "7181", "-c", "100"],
-                            server_stays=True)
+                            7181, server_stays=True)
         connect = [line for line in cout.splitlines() if line.split(":")[0].strip() == "connect"]
         self.assertEqual(len(connect), 1, cout)
         # "connect : total ms ...": 100 connections, reported for the benchmark log.
         total_ms = float(connect[0].split(":")[1].split()[0])
         print(f"cmtime: 100 connections in {total_ms:.1f} ms ({100000 / max(total_ms, 0.001):.0f} connects/s)",
               file=sys.stderr)
+
+    def test_cm_list_shows_listener_then_connected_pair(self):
+        # `uroce cm` (CM_LIST_IDS) as `rdma resource show cm_id` shows the
+        # kernel's ids: the server's listener, then both ends of a connection
+        # with their addresses crossed, then nothing once both are gone.
+        port = 7192
+        argv = ["rping", "-a", IP, "-p", str(port), "-S", "64"]  # no -C: pings until stopped
+        server = subprocess.Popen(self.daemon.exec_argv(*argv, "-s"), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.addCleanup(stop, server)
+        listen = wait_listener(self.daemon, port, server)
+        self.assertIsNotNone(listen, "the rping server exited before it listened")
+        self.assertEqual({k: listen.get(k) for k in ("state", "ps", "comm", "src-addr", "src-port", "port")},
+                         {"state": "LISTEN", "ps": "TCP", "comm": "rping", "src-addr": IP, "src-port": port,
+                          "port": 1})
+        self.assertNotIn("lqpn", listen)  # no QP on a listener: nldev leaves it out
+        client = subprocess.Popen(self.daemon.exec_argv(*argv, "-c"), stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
+        self.addCleanup(stop, client)
+        active, passive = self.wait_connected(port, client.pid, server.pid)
+        self.assertEqual((active["src-addr"], active["dst-addr"], active["dst-port"]), (IP, IP, port))
+        self.assertEqual((passive["src-addr"], passive["src-port"], passive["dst-addr"]), (IP, port, IP))
+        self.assertEqual(passive["dst-port"], active["src-port"])
+        for e in (active, passive):
+            self.assertEqual((e["ps"], e["comm"], e["qp-type"]), ("TCP", "rping", "RC"))
+            self.assertGreater(e["lqpn"], 0)
+        text = subprocess.run([UROCE, "cm", "--state-dir", self.daemon.state, "--device", self.daemon.name],
+                              capture_output=True, text=True, timeout=30).stdout
+        self.assertRegex(text, rf"(?m)^link {self.daemon.name}/1 lqpn {active['lqpn']} qp-type RC state CONNECT "
+                               rf"ps TCP pid {client.pid} comm rping cm-idn {active['cm-idn']} "
+                               rf"src-addr {IP}:{active['src-port']} dst-addr {IP}:{port}$")
+        self.assertRegex(text, rf"(?m)^link {self.daemon.name}/1 state LISTEN ps TCP pid {server.pid} comm rping "
+                               rf"cm-idn {listen['cm-idn']} src-addr {IP}:{port} dst-addr 0.0.0.0:0$")
+        stop(client)
+        stop(server)
+        deadline = time.monotonic() + 10
+        while any(e["pid"] in (client.pid, server.pid) for e in cm_ids(self.daemon)):
+            self.assertLess(time.monotonic(), deadline, f"ids outlived their programs: {cm_ids(self.daemon)}")
+            time.sleep(0.01)
+
+    def wait_connected(self, port, client_pid, server_pid, seconds=20):
+        """The client's id and the server's passive id of one connection to
+        `port`, once both show CONNECT."""
+        deadline = time.monotonic() + seconds
+        while True:
+            ids = [e for e in cm_ids(self.daemon) if e["state"] == "CONNECT"]
+            active = [e for e in ids if e["pid"] == client_pid and e.get("dst-port") == port]
+            passive = [e for e in ids if e["pid"] == server_pid and e.get("src-port") == port]
+            if len(active) == 1 and len(passive) == 1 and "lqpn" in active[0] and "lqpn" in passive[0]:
+                return active[0], passive[0]
+            self.assertLess(time.monotonic(), deadline, f"no connection to {port} listed: {cm_ids(self.daemon)}")
+            time.sleep(0.01)
 
     def test_ib_path_option_and_timewait_exit(self):
         if CM_CHECK is None:
@@ -325,6 +300,42 @@ class CmControl(unittest.TestCase):
         while self.command(c, channel, self.create_id(0x106))[0] != errno.EBADF:
             self.assertLess(time.monotonic(), deadline, "the daemon kept a closed channel")
             time.sleep(0.01)
+
+    def list_ids(self, c):
+        """Every id CM_LIST_IDS lists, page after page: (handle, pid, port
+        space, state, comm) each, and the number of pages."""
+        ids, first = [], 0
+        for pages in range(1, 100):
+            status, body, _ = c.call(CM_LIST_IDS, struct.pack("<II", first, 0))
+            self.assertEqual(status, 0)
+            count, more, next_handle = struct.unpack_from("<III", body)
+            self.assertLessEqual(count, CM_IDS_PER_REPLY)
+            for i in range(count):
+                at = 16 + CM_ID_ENTRY * i
+                handle, pid, _lqpn, ps, _qp_type, state = struct.unpack_from("<IIIHBB", body, at)
+                ids.append((handle, pid, ps, state, body[at + 56:at + 72].rstrip(b"\0").decode()))
+            if not more:
+                return ids, pages
+            self.assertGreater(next_handle, first)
+            first = next_handle
+        self.fail("CM_LIST_IDS never ended")
+
+    def test_list_ids_names_the_owner_and_pages(self):
+        c = self.client()
+        channel, _program = self.open_channel(c)
+        handles = []
+        for _ in range(CM_IDS_PER_REPLY + 2):  # more than one page
+            status, answer = self.command(c, channel, self.create_id(0x111))
+            self.assertEqual(status, 0)
+            handles.append(struct.unpack_from("<I", answer)[0])
+        ids, pages = self.list_ids(c)
+        self.assertGreaterEqual(pages, 2)
+        mine = [e for e in ids if e[0] in handles]
+        self.assertEqual([e[0] for e in mine], sorted(handles))  # each once, in handle order
+        with open("/proc/self/comm") as f:
+            comm = f.read().strip()
+        for _handle, pid, ps, state, name in mine:
+            self.assertEqual((pid, ps, state, name), (os.getpid(), 0x111, 0, comm))  # UDP, IDLE
 
     def test_connection_end_closes_its_channels(self):
         c = Client(os.path.join(self.daemon.state, "uroce_cmctl.sock"))
