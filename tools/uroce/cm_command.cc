@@ -21,9 +21,6 @@ namespace uroce::tools {
 
 namespace {
 
-// AF_IB (linux/socket.h): not in every libc's headers.
-constexpr std::uint8_t kAfIb = 27;
-
 // Every id the daemon lets us see, page after page (CM_LIST_IDS). 0 or an errno.
 int list_ids(abi::ControlClient& c, std::vector<uroce_ctrl_cm_id_entry>& out) {
     std::uint32_t first = 0;
