@@ -58,12 +58,14 @@ PHASES = ("registration", "connection", "transfer")
 # How long after a client enters its chosen phase the kill comes: uniform in
 # [0, window) seconds. Measured on 2 busy cores: registration (libibverbs
 # loading, the device, a PD, 6 MRs up to 16 MiB) takes 20-60 ms, connection
-# (CQs, a channel, an SRQ, 2 QPs to RTS, an AH) 5-20 ms; transfer never ends.
-# (Measured shares with these windows: registration 25-35%, connection
-# 13-22%, transfer 45-50%.)
+# (CQs, a channel, an SRQ, 2 QPs to RTS, an AH) 5-20 ms with a SCHED_OTHER
+# daemon, shorter with its default real-time loop (a 10 ms window
+# then left 8-11% of the kills in connection: CI, 2026-11-26); transfer
+# never ends. (Measured shares with these windows and the real-time loop:
+# registration 28-31%, connection 15-17%, transfer 52-56%.)
 # A kill that comes after the phase ended lands in the next one; the test
 # records where each landed, not where it was aimed.
-KILL_WINDOW = {"registration": 0.040, "connection": 0.010, "transfer": 0.060}
+KILL_WINDOW = {"registration": 0.040, "connection": 0.002, "transfer": 0.060}
 # Each phase must take at least this share of the kills.
 MIN_PHASE_SHARE = 0.10
 PHASE_TIMEOUT = 30.0     # a client that does not reach its phase by then has hung
