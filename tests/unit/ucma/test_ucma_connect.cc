@@ -4,51 +4,13 @@
 
 #include <cerrno>
 
-#include "ucma_driver.h"
+#include "connected_pair.h"
 
 namespace uroce::ucma::test {
 namespace {
 
-constexpr std::uint32_t kConnectRequest = 4, kConnectResponse = 5, kRejected = 8, kEstablished = 9,
-                        kDisconnected = 10;
-
-struct Pair {
-    UcmaDriver d;
-    Channel server = d.open_channel();
-    Channel client = d.open_channel();
-    std::uint32_t listener = 0, active = 0, passive = 0;
-
-    void listen_and_resolve() {
-        ASSERT_EQ(d.create_id(server, 0x5e, RDMA_PS_TCP, listener), 0);
-        ASSERT_EQ(d.bind_ip(server, listener, "0.0.0.0", 7174), 0);
-        ASSERT_EQ(d.listen(server, listener, 3), 0);
-        ASSERT_EQ(d.create_id(client, 0xc1, RDMA_PS_TCP, active), 0);
-        ASSERT_EQ(d.resolve_ip(client, active, "192.0.2.1", 7174), 0);
-        ASSERT_TRUE(d.next_event(client).has_value());
-        ASSERT_EQ(d.resolve_route(client, active), 0);
-        ASSERT_TRUE(d.next_event(client).has_value());
-    }
-
-    void connect() {
-        listen_and_resolve();
-        ASSERT_EQ(d.connect(client, active, 0x11, "hello"), 0);
-        const auto req = d.next_event(server);
-        ASSERT_TRUE(req.has_value());
-        ASSERT_EQ(req->event, kConnectRequest);
-        passive = req->id;
-        ASSERT_EQ(d.accept(server, passive, 0xacc, 0x22), 0);
-        const auto rep = d.next_event(client);
-        ASSERT_TRUE(rep.has_value());
-        ASSERT_EQ(rep->event, kConnectResponse);
-        ASSERT_EQ(d.accept(client, active, 0, 0, false), 0);  // the RTU
-        const auto est = d.next_event(server);
-        ASSERT_TRUE(est.has_value());
-        ASSERT_EQ(est->event, kEstablished);
-    }
-};
-
 TEST(UcmaConnect, ConnectAcceptEstablishWithTheKernelsParameters) {
-    Pair p;
+    ConnectedPair p;
     p.listen_and_resolve();
     ASSERT_EQ(p.d.connect(p.client, p.active, 0x11, "hello"), 0);
     EXPECT_EQ(p.d.doorbells(p.server), 1);
@@ -104,8 +66,8 @@ TEST(UcmaConnect, ConnectAcceptEstablishWithTheKernelsParameters) {
 }
 
 TEST(UcmaConnect, DisconnectReachesBothSidesAndCountsMatch) {
-    Pair p;
-    p.connect();
+    ConnectedPair p;
+    p.connect("hello");
     ASSERT_EQ(p.d.disconnect(p.client, p.active), 0);
     auto e = p.d.next_event(p.server);
     ASSERT_TRUE(e.has_value());
@@ -128,7 +90,7 @@ TEST(UcmaConnect, DisconnectReachesBothSidesAndCountsMatch) {
 }
 
 TEST(UcmaConnect, NoListenerIsRejectedWithReason8) {
-    Pair p;
+    ConnectedPair p;
     std::uint32_t h = 0;
     ASSERT_EQ(p.d.create_id(p.client, 7, RDMA_PS_TCP, h), 0);
     ASSERT_EQ(p.d.resolve_ip(p.client, h, "192.0.2.1", 9999), 0);
@@ -144,7 +106,7 @@ TEST(UcmaConnect, NoListenerIsRejectedWithReason8) {
 }
 
 TEST(UcmaConnect, DestroyingAListenerTakesUndeliveredRequests) {
-    Pair p;
+    ConnectedPair p;
     p.listen_and_resolve();
     ASSERT_EQ(p.d.connect(p.client, p.active, 1), 0);
     ASSERT_EQ(p.d.device().id_count(), 3u);  // listener, active, the hidden passive id
@@ -160,8 +122,8 @@ TEST(UcmaConnect, DestroyingAListenerTakesUndeliveredRequests) {
 }
 
 TEST(UcmaConnect, ClosingAChannelDisconnectsItsPeer) {
-    Pair p;
-    p.connect();
+    ConnectedPair p;
+    p.connect("hello");
     p.d.close_channel(p.server);
     EXPECT_EQ(p.d.device().id_count(), 1u);
     const auto e = p.d.next_event(p.client);
@@ -170,7 +132,7 @@ TEST(UcmaConnect, ClosingAChannelDisconnectsItsPeer) {
 }
 
 TEST(UcmaConnect, MigrateMovesIdAndQueuedEvents) {
-    Pair p;
+    ConnectedPair p;
     p.listen_and_resolve();
     ASSERT_EQ(p.d.connect(p.client, p.active, 1), 0);
     const auto req = p.d.next_event(p.server);

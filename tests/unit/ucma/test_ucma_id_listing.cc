@@ -9,12 +9,11 @@
 
 #include "ucma/id_listing.h"
 #include "ucma/id_names.h"
-#include "ucma_driver.h"
+#include "connected_pair.h"
 
 namespace uroce::ucma::test {
 namespace {
 
-constexpr std::uint32_t kConnectRequest = 4, kConnectResponse = 5, kEstablished = 9, kDisconnected = 10;
 constexpr std::array<std::uint8_t, 4> kDeviceIp = {192, 0, 2, 1};  // the driver's device address
 
 ChannelOwner owner(std::uint32_t pid, const char* comm) {
@@ -41,37 +40,6 @@ const uroce_ctrl_cm_id_entry* entry_of(const uroce_ctrl_cm_list_ids_reply& r, st
 bool is_device_ip(const std::uint8_t (&addr)[16]) {
     return std::memcmp(addr, kDeviceIp.data(), kDeviceIp.size()) == 0;
 }
-
-struct Connected {
-    UcmaDriver d;
-    Channel server = d.open_channel();
-    Channel client = d.open_channel();
-    std::uint32_t listener = 0, active = 0, passive = 0;
-
-    void connect() {
-        ASSERT_EQ(d.create_id(server, 0x5e, RDMA_PS_TCP, listener), 0);
-        ASSERT_EQ(d.bind_ip(server, listener, "0.0.0.0", 7174), 0);
-        ASSERT_EQ(d.listen(server, listener, 3), 0);
-        ASSERT_EQ(d.create_id(client, 0xc1, RDMA_PS_TCP, active), 0);
-        ASSERT_EQ(d.resolve_ip(client, active, "192.0.2.1", 7174), 0);
-        ASSERT_TRUE(d.next_event(client).has_value());
-        ASSERT_EQ(d.resolve_route(client, active), 0);
-        ASSERT_TRUE(d.next_event(client).has_value());
-        ASSERT_EQ(d.connect(client, active, 0x11), 0);
-        const auto req = d.next_event(server);
-        ASSERT_TRUE(req.has_value());
-        ASSERT_EQ(req->event, kConnectRequest);
-        passive = req->id;
-        ASSERT_EQ(d.accept(server, passive, 0xacc, 0x22), 0);
-        const auto rep = d.next_event(client);
-        ASSERT_TRUE(rep.has_value());
-        ASSERT_EQ(rep->event, kConnectResponse);
-        ASSERT_EQ(d.accept(client, active, 0, 0, false), 0);  // the RTU
-        const auto est = d.next_event(server);
-        ASSERT_TRUE(est.has_value());
-        ASSERT_EQ(est->event, kEstablished);
-    }
-};
 
 TEST(UcmaIdListing, ListenerIsListenOnTheWildcardWithItsPort) {
     UcmaDriver d;
@@ -106,7 +74,7 @@ TEST(UcmaIdListing, ListenerIsListenOnTheWildcardWithItsPort) {
 }
 
 TEST(UcmaIdListing, ConnectedPairShowsBothAddressesCrossed) {
-    Connected p;
+    ConnectedPair p;
     p.connect();
     const auto r = list_ids_page(p.d.device().ids(), 0, everyone());
     ASSERT_EQ(r.count, 3u);
@@ -134,7 +102,7 @@ TEST(UcmaIdListing, ConnectedPairShowsBothAddressesCrossed) {
 }
 
 TEST(UcmaIdListing, DisconnectedAfterTheEventRejectedStaysConnect) {
-    Connected p;
+    ConnectedPair p;
     p.connect();
     ASSERT_EQ(p.d.disconnect(p.client, p.active), 0);
     p.d.device().poll();

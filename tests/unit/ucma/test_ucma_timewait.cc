@@ -7,23 +7,18 @@
 #include <optional>
 #include <thread>
 
-#include "ucma_driver.h"
+#include "connected_pair.h"
 
 namespace uroce::ucma::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::uint32_t kConnectRequest = 4, kConnectResponse = 5, kRejected = 8, kEstablished = 9,
-                        kDisconnected = 10, kTimewaitExit = 15;
 
-int set_ack_timeout(UcmaDriver& d, const Channel& c, std::uint32_t h, std::uint8_t timeout) {
-    rdma_ucm_set_option opt{};
-    opt.id = h;
-    opt.level = RDMA_OPTION_ID;
-    opt.optname = RDMA_OPTION_ID_ACK_TIMEOUT;
-    opt.optlen = 1;
-    return d.command(c, RDMA_USER_CM_CMD_SET_OPTION, opt, 0, {timeout}).error;
-}
+// ACK_TIMEOUT 8 on the client: packet lifetime 7, so the REQ's local
+// ACK timeout is the CA's ACK delay 15 and timewait 2^(15-8) = 128 ms.
+struct TimewaitPair : ConnectedPair {
+    TimewaitPair() { client_ack_timeout = 8; }
+};
 
 // Polls the device until `c` has an event, at most `limit`.
 std::optional<rdma_ucm_event_resp> wait_event(UcmaDriver& d, const Channel& c, Clock::duration limit) {
@@ -38,42 +33,8 @@ std::optional<rdma_ucm_event_resp> wait_event(UcmaDriver& d, const Channel& c, C
     return std::nullopt;
 }
 
-struct Connected {
-    UcmaDriver d;
-    Channel server = d.open_channel();
-    Channel client = d.open_channel();
-    std::uint32_t listener = 0, active = 0, passive = 0;
-
-    // ACK_TIMEOUT 8 on the client: packet lifetime 7, so the REQ's local
-    // ACK timeout is the CA's ACK delay 15 and timewait 2^(15-8) = 128 ms.
-    void connect() {
-        ASSERT_EQ(d.create_id(server, 0x5e, RDMA_PS_TCP, listener), 0);
-        ASSERT_EQ(d.bind_ip(server, listener, "0.0.0.0", 7174), 0);
-        ASSERT_EQ(d.listen(server, listener, 3), 0);
-        ASSERT_EQ(d.create_id(client, 0xc1, RDMA_PS_TCP, active), 0);
-        ASSERT_EQ(set_ack_timeout(d, client, active, 8), 0);
-        ASSERT_EQ(d.resolve_ip(client, active, "192.0.2.1", 7174), 0);
-        ASSERT_TRUE(d.next_event(client).has_value());
-        ASSERT_EQ(d.resolve_route(client, active), 0);
-        ASSERT_TRUE(d.next_event(client).has_value());
-        ASSERT_EQ(d.connect(client, active, 0x11), 0);
-        const auto req = d.next_event(server);
-        ASSERT_TRUE(req.has_value());
-        ASSERT_EQ(req->event, kConnectRequest);
-        passive = req->id;
-        ASSERT_EQ(d.accept(server, passive, 0xacc, 0x22), 0);
-        const auto rep = d.next_event(client);
-        ASSERT_TRUE(rep.has_value());
-        ASSERT_EQ(rep->event, kConnectResponse);
-        ASSERT_EQ(d.accept(client, active, 0, 0, false), 0);
-        const auto est = d.next_event(server);
-        ASSERT_TRUE(est.has_value());
-        ASSERT_EQ(est->event, kEstablished);
-    }
-};
-
 TEST(UcmaTimewait, BothSidesGetTimewaitExitOnePathTimeoutAfterTheDrep) {
-    Connected p;
+    TimewaitPair p;
     p.connect();
     ASSERT_EQ(p.d.disconnect(p.client, p.active), 0);
     auto e = p.d.next_event(p.server);
@@ -108,7 +69,7 @@ TEST(UcmaTimewait, BothSidesGetTimewaitExitOnePathTimeoutAfterTheDrep) {
 }
 
 TEST(UcmaTimewait, AnIdDestroyedInTimewaitGetsNothingAndItsPeerStillDoes) {
-    Connected p;
+    TimewaitPair p;
     p.connect();
     ASSERT_EQ(p.d.disconnect(p.server, p.passive), 0);
     ASSERT_TRUE(p.d.next_event(p.client).has_value());
@@ -131,7 +92,7 @@ TEST(UcmaTimewait, ARejectedIdGetsNoTimewaitExit) {
     const Channel client = d.open_channel();
     std::uint32_t h = 0;
     ASSERT_EQ(d.create_id(client, 7, RDMA_PS_TCP, h), 0);
-    ASSERT_EQ(set_ack_timeout(d, client, h, 8), 0);
+    ASSERT_EQ(d.set_ack_timeout(client, h, 8), 0);
     ASSERT_EQ(d.resolve_ip(client, h, "192.0.2.1", 9999), 0);
     ASSERT_TRUE(d.next_event(client).has_value());
     ASSERT_EQ(d.resolve_route(client, h), 0);

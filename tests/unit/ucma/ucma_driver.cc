@@ -218,4 +218,13 @@ std::optional<rdma_ucm_event_resp> UcmaDriver::next_event(const Channel& c) {
     return std::nullopt;
 }
 
+int UcmaDriver::set_ack_timeout(const Channel& c, std::uint32_t handle, std::uint8_t timeout) {
+    rdma_ucm_set_option opt{};
+    opt.id = handle;
+    opt.level = RDMA_OPTION_ID;
+    opt.optname = RDMA_OPTION_ID_ACK_TIMEOUT;
+    opt.optlen = 1;
+    return command(c, RDMA_USER_CM_CMD_SET_OPTION, opt, 0, {timeout}).error;
+}
+
 }  // namespace uroce::ucma::test

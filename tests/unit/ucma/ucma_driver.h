@@ -56,6 +56,8 @@ public:
     int init_qp_attr(const Channel& c, std::uint32_t handle, std::uint32_t state, ib_uverbs_qp_attr& attr);
     int query_route(const Channel& c, std::uint32_t handle, rdma_ucm_query_route_resp& resp);
     int migrate(const Channel& to, const Channel& from, std::uint32_t handle, std::uint32_t& events_reported);
+    // SET_OPTION RDMA_OPTION_ID_ACK_TIMEOUT (rdma_set_option), one byte.
+    int set_ack_timeout(const Channel& c, std::uint32_t handle, std::uint8_t timeout);
 
     // GET_EVENT as the preload does it: one doorbell, then the event.
     std::optional<rdma_ucm_event_resp> next_event(const Channel& c);
