@@ -21,6 +21,7 @@
 #include "abi/control_client.h"
 #include "common/unique_fd.h"
 #include "completion_ring.h"
+#include "empty_poll_yield.h"
 #include "pabi34.h"
 #include "parent_domain.h"
 #include "send_batch.h"
@@ -201,6 +202,7 @@ struct Cq {
     std::size_t ring_bytes;
     CompletionRing completions;
     FlushedCompletions flushed;  // once the daemon has gone
+    EmptyPollYield yield;        // when polling an empty ring gives the CPU away
     int channel_notify_fd = -1;  // the channel's write end (the preload's), -1 without a channel
     // ibv_cq_ex polling (verbs_cq_ex.cc): the completion start_poll or
     // next_poll took last, which the read_* accessors report, and the lock

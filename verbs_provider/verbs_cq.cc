@@ -10,7 +10,6 @@
 // (comp_channel_preload.c), which exports uroce_comp_channel_notify_fd; it is
 // looked up at run time because the plugin also runs without it.
 #include <dlfcn.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -149,13 +148,10 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
         // still outstanding completes flushed (device_loss.cc).
         n = cq->flushed.poll(loss_of(ibcq->context), ibcq, num_entries, wc);
     }
-    if (n == 0) {
-        // The "hardware" is a process too. An application spinning on an
-        // empty CQ must not keep uroced from the CPU that would produce the
-        // completion: on a machine with fewer cores than busy pollers (CI
-        // runners have two) that costs milliseconds per completion. Yielding
-        // is a few hundred nanoseconds when nobody else wants the CPU.
-        sched_yield();
+    if (n > 0) {
+        cq->yield.found();
+    } else {
+        after_empty_poll(cq->yield);  // empty_poll_yield.h: when a spinning program gives its CPU away
     }
     sanitizer::polled(ibcq, wc, n);
     return n;

@@ -11,7 +11,6 @@
 // CLOCK_MONOTONIC (as a cycle count in tv_nsec, mlx5's form), so a
 // program can relate completion times to "now".
 // Completions flushed after the daemon has gone are stamped when polled.
-#include <sched.h>
 #include <time.h>
 
 #include <cerrno>
@@ -56,9 +55,9 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
     const int err = take(ibcq);
     if (err == ENOENT) {
         cq->poll_mutex.unlock();
-        // As poll_cq (verbs_cq.cc): a program spinning on an empty CQ must
-        // not keep uroced, which makes the completion, off the CPU.
-        sched_yield();
+        after_empty_poll(cq->yield);  // as poll_cq (verbs_cq.cc)
+    } else if (err == 0) {
+        cq->yield.found();
     }
     return err;
 }

@@ -1,0 +1,89 @@
+// When a program polling an empty CQ should give its CPU away.
+//
+// The "hardware" is a process too: a program that spins on an empty CQ on a
+// machine with fewer cores than busy threads can keep uroced (or, on one
+// core, its own peer) from the CPU that would produce the completion, so an
+// empty poll_cq may call sched_yield(). But a yield is not free under load:
+// Linux's fair scheduler (EEVDF) moves the yielding thread's deadline back by
+// a whole slice (3 ms with the default base slice of 0.75 ms on 2 CPUs), so
+// with other runnable work on the machine every yield costs milliseconds.
+// Yielding on every empty poll made rstream's 64-byte ping-pong (rsockets
+// polls for 10 us, then sleeps on its channel) take 2.3 to 5.2 ms a transfer
+// beside a loaded machine's background builds, against 0.12 to 0.94 ms with
+// no yields at all.
+//
+// So the CQ yields only once the polls have found it empty for a stretch
+// (`threshold_ns`, at least kMinThresholdNs), and the threshold follows what
+// the yields cost: a yield that kept the thread off the CPU for longer than
+// kSlowYieldNs means other work was waiting (the yield helped nobody this CQ
+// waits for, most likely), so the threshold doubles, up to kMaxThresholdNs;
+// a quick yield (the CPU went to the peer or the daemon and came back) halves
+// it again. Two programs ping-ponging on one CPU keep a 50 us threshold; a
+// program beside background load soon stops yielding.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+namespace uroce::provider {
+
+class EmptyPollYield {
+public:
+    // Longer than rsockets' default polling time (10 us), short next to a
+    // scheduler slice.
+    static constexpr std::int64_t kMinThresholdNs = 50'000;
+    // About one slice of the scheduler on a small machine: past it a
+    // spinning thread is preempted anyway.
+    static constexpr std::int64_t kMaxThresholdNs = 3'200'000;
+    // A yield this long gave the CPU to work that was not ours.
+    static constexpr std::int64_t kSlowYieldNs = 500'000;
+
+    // A poll found completions: the empty stretch is over.
+    void found() noexcept { stretch_start_ns_.store(kNoStretch, std::memory_order_relaxed); }
+
+    // A poll found none at `now_ns` (CLOCK_MONOTONIC): true when the polls
+    // have found the CQ empty for the threshold or longer without a pause.
+    // A pause as long as the threshold between two polls (the program
+    // blocked on its channel, or did other work) starts a new stretch.
+    bool empty_should_yield(std::int64_t now_ns) noexcept {
+        const std::int64_t threshold = threshold_ns();
+        const std::int64_t start = stretch_start_ns_.load(std::memory_order_relaxed);
+        const std::int64_t last = last_empty_ns_.exchange(now_ns, std::memory_order_relaxed);
+        if (start == kNoStretch || now_ns - last >= threshold) {
+            // Several threads may start a stretch at once: any of their
+            // times will do.
+            stretch_start_ns_.store(now_ns, std::memory_order_relaxed);
+            return false;
+        }
+        return now_ns - start >= threshold;
+    }
+
+    // A yield ran from `start_ns` to `end_ns`: adapt the threshold to what
+    // yielding costs, and count the next stretch from the yield's end.
+    void yielded(std::int64_t start_ns, std::int64_t end_ns) noexcept {
+        const std::int64_t t = threshold_ns();
+        const std::int64_t next = end_ns - start_ns > kSlowYieldNs ? std::min(2 * t, kMaxThresholdNs)
+                                                                   : std::max(t / 2, kMinThresholdNs);
+        threshold_ns_.store(next, std::memory_order_relaxed);
+        stretch_start_ns_.store(end_ns, std::memory_order_relaxed);
+        last_empty_ns_.store(end_ns, std::memory_order_relaxed);
+    }
+
+    std::int64_t threshold_ns() const noexcept { return threshold_ns_.load(std::memory_order_relaxed); }
+
+private:
+    static constexpr std::int64_t kNoStretch = -1;
+    std::atomic<std::int64_t> stretch_start_ns_{kNoStretch};
+    std::atomic<std::int64_t> last_empty_ns_{0};
+    std::atomic<std::int64_t> threshold_ns_{kMinThresholdNs};
+};
+
+// CLOCK_MONOTONIC in nanoseconds (a vDSO read, no system call).
+std::int64_t monotonic_ns() noexcept;
+
+// The empty-poll step of poll_cq and start_poll: yields when `yield` says
+// so, and tells it what the yield cost.
+void after_empty_poll(EmptyPollYield& yield) noexcept;
+
+}  // namespace uroce::provider
