@@ -30,9 +30,10 @@ daemon core, the latency tail (p99 with its ratio to the median, p99.9,
 max), the ratio against this run's floor, and issue 16's target where the
 figure maps to one (the bound, this run's ratio, ok or MISS). Notes follow
 for a bandwidth that does not grow with the message size, a latency of a
-millisecond or more, a p99 above 3x its median, loop stalls the daemons
-counted during a latency run (give --daemon-arg=--stall-ms=1 to see short
-ones), and failures. --program-priority N runs perftest under `chrt -f N`
+millisecond or more, a p99 above 3x its median, the daemons' wait for a
+CPU during a latency run (schedstat's run delay) and the loop stalls they
+counted in it that were not a sleep the idle policy asked for (give
+--daemon-arg=--stall-ms=1 to see short ones), and failures. --program-priority N runs perftest under `chrt -f N`
 (SCHED_FIFO; give the daemons a higher --realtime-priority, or spinning
 programs keep them off the CPUs). Needs root (namespaces, the device node);
 the daemons, programs and namespaces it starts are gone when it ends.
@@ -66,24 +67,32 @@ HEADERS = {"loopback": "loopback", "veth": "veth 1500", "veth-jumbo": "veth 9000
 STANDARD_PATH_MTU = 1024
 MEMCPY_BYTES = 64 << 20  # larger than any cache here
 P99_OVER_MEDIAN = 3.0  # issue 16's bound on a latency test's tail
+WAIT_WORTH_A_NOTE_S = 0.001  # a daemon's wait for a CPU, summed over a latency run, that could make a tail
 STALL_COUNTERS = ("stalls", "longest_ns", "cause_cpu_wait", "cause_on_cpu", "cause_asked_sleep", "cause_off_cpu",
                   "phase_data_path", "phase_control", "phase_housekeeping", "phase_spin", "phase_sleep")
 
 
-def daemon_cpu_seconds(topo):
-    """CPU time of every thread of the topology's daemons so far: the loop
-    (and any engine lcore) and the EAL's mostly sleeping threads
-    (schedstat's first field, ns on a CPU)."""
-    total = 0
+def daemon_schedstat(topo):
+    """(seconds on a CPU, seconds runnable but waiting for one) of every
+    thread of the topology's daemons so far: the loop (and any engine
+    lcore) and the EAL's mostly sleeping threads (schedstat's first two
+    fields, in ns)."""
+    on_cpu = waiting = 0
     for d in topo.daemons:
         task_dir = f"/proc/{d.proc.pid}/task"
         for tid in os.listdir(task_dir):
             try:
                 with open(f"{task_dir}/{tid}/schedstat") as f:
-                    total += int(f.read().split()[0])
+                    fields = f.read().split()
             except (FileNotFoundError, ProcessLookupError):
                 continue  # the thread ended between listing and reading
-    return total / 1e9
+            on_cpu += int(fields[0])
+            waiting += int(fields[1])
+    return on_cpu / 1e9, waiting / 1e9
+
+
+def daemon_cpu_seconds(topo):
+    return daemon_schedstat(topo)[0]
 
 
 def loop_stalls(topo):
@@ -126,14 +135,17 @@ def bandwidth(topo, tool, size, seconds, qps, mtu=None, prefix=()):
 
 def latency(topo, tool, iters, prefix=()):
     stalls_before = loop_stalls(topo)
+    sched_before = daemon_schedstat(topo)
     row = run_perftest(topo, tool, LAT_SIZE, ["-n", str(iters)], prefix=prefix)
+    sched = [after - before for before, after in zip(sched_before, daemon_schedstat(topo))]
     if "error" in row:
         return row
     stalls = [{k: after.get(k, 0) - (before.get(k, 0) if k != "longest_ns" else 0) for k in STALL_COUNTERS}
               for before, after in zip(stalls_before, loop_stalls(topo))]
     return {"us": row.get("t_typical[usec]"), "avg_us": row.get("t_avg[usec]"), "min_us": row.get("t_min[usec]"),
             "p99_us": row.get("99% percentile[usec]"), "p999_us": row.get("99.9% percentile[usec]"),
-            "max_us": row.get("t_max[usec]"), "loop_stalls": stalls}
+            "max_us": row.get("t_max[usec]"), "loop_stalls": stalls, "daemon_cpu_s": sched[0],
+            "daemon_cpu_wait_s": sched[1]}
 
 
 def in_ns(ns, argv):
@@ -357,7 +369,7 @@ def rows_of(kind, figs, floors, qps):
             if key not in figs:
                 continue
             others = [figs.get(bw_key(verb, size, q)) for q in q_rest]
-            per_core = " | ".join(f"{f['Mpps_per_core']:.2f}" if ok(f, "Mpps_per_core") else "-"
+            per_core = " | ".join(f"{f['Mpps_per_core']:.3f}" if ok(f, "Mpps_per_core") else "-"
                                   for f in [figs[key], *others])
             floor, target = floor_and_target(kind, key, figs, floors, q_first)
             rows.append((wire, f"{verb} bw {size} B", bw_cell(figs[key]), " | ".join(bw_cell(f) for f in others),
@@ -370,7 +382,7 @@ def rows_of(kind, figs, floors, qps):
     key = bw_key("WRITE", BW_SIZES[-1], q_first, STANDARD_PATH_MTU)
     if key in figs:
         rows.append((wire, f"WRITE bw {BW_SIZES[-1]} B mtu {STANDARD_PATH_MTU}", bw_cell(figs[key]), "",
-                     f"{figs[key]['Mpps_per_core']:.2f}" if ok(figs[key], "Mpps_per_core") else "", "", "", ""))
+                     f"{figs[key]['Mpps_per_core']:.3f}" if ok(figs[key], "Mpps_per_core") else "", "", "", ""))
     if kind in VETHS:
         udp, rate, tcp = figs.get("udp"), figs.get("udp_rate"), figs.get("tcp")
         rows.append((wire, f"kernel UDP RTT {SOCKPERF_MSG} B",
@@ -399,12 +411,18 @@ def notes_of(kind, figs, qps):
         if lat.get("p99_us") and lat["p99_us"] > P99_OVER_MEDIAN * lat["us"]:
             notes.append(f"{kind}: {verb} latency p99 {lat['p99_us']:.1f} us is {lat['p99_us'] / lat['us']:.1f}x "
                          f"its median")
+        if lat.get("daemon_cpu_wait_s", 0) >= WAIT_WORTH_A_NOTE_S:
+            notes.append(f"{kind}: {verb} latency: the daemons waited {lat['daemon_cpu_wait_s'] * 1e3:.1f} ms for a "
+                         f"CPU during the run (runnable, the CPU taken), beside "
+                         f"{lat['daemon_cpu_s'] * 1e3:.1f} ms on one")
         for i, s in enumerate(lat.get("loop_stalls", [])):
-            if s.get("stalls"):
-                causes = ", ".join(f"{k[6:]} {v}" for k, v in s.items() if k.startswith("cause_") and v)
-                phases = ", ".join(f"{k[6:]} {v}" for k, v in s.items() if k.startswith("phase_") and v)
-                notes.append(f"{kind}: {verb} latency: daemon {i} loop stalls {s['stalls']} (cause: {causes}; "
-                             f"longest phase: {phases}; longest so far {s.get('longest_ns', 0) / 1e6:.1f} ms)")
+            # A stall whose largest share is the sleep the idle policy asked
+            # for is an idle daemon waiting for the program, not a delay.
+            causes = {k[6:]: v for k, v in s.items() if k.startswith("cause_") and k != "cause_asked_sleep" and v}
+            if causes:
+                notes.append(f"{kind}: {verb} latency: daemon {i} loop stalls not spent asleep as asked: "
+                             + ", ".join(f"{k} {v}" for k, v in causes.items())
+                             + f" (the longest round since the daemon started {s.get('longest_ns', 0) / 1e6:.1f} ms)")
     for key, fig in figs.items():
         if isinstance(fig, dict) and "error" in fig:
             notes.append(f"{kind}: {key} failed: {fig['error']}")
