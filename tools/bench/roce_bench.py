@@ -67,6 +67,7 @@ HEADERS = {"loopback": "loopback", "veth": "veth 1500", "veth-jumbo": "veth 9000
 STANDARD_PATH_MTU = 1024
 MEMCPY_BYTES = 64 << 20  # larger than any cache here
 P99_OVER_MEDIAN = 3.0  # issue 16's bound on a latency test's tail
+IDLE_COUNTERS = ("sleeps", "woken_by_fd", "slept_ns")
 WAIT_WORTH_A_NOTE_S = 0.001  # a daemon's wait for a CPU, summed over a latency run, that could make a tail
 STALL_COUNTERS = ("stalls", "longest_ns", "cause_cpu_wait", "cause_on_cpu", "cause_asked_sleep", "cause_off_cpu",
                   "phase_data_path", "phase_control", "phase_housekeeping", "phase_spin", "phase_sleep")
@@ -95,14 +96,28 @@ def daemon_cpu_seconds(topo):
     return daemon_schedstat(topo)[0]
 
 
-def loop_stalls(topo):
-    """Each daemon's loop_stalls counters (docs/daemon.md, "Loop stalls"), {} where not served."""
+def loop_counters(topo):
+    """Each daemon's loop_stalls (docs/daemon.md, "Loop stalls") and idle
+    (its sleeps) counter groups, {} where not served."""
     out = []
     for d in topo.daemons:
         try:
-            out.append(d.stats().get("loop_stalls", {}))
+            stats = d.stats()
         except AssertionError:
-            out.append({})
+            stats = {}
+        out.append({"loop_stalls": stats.get("loop_stalls", {}), "idle": stats.get("idle", {})})
+    return out
+
+
+def counter_deltas(before, after):
+    """loop_stalls and idle counters over a run, each daemon's; longest_ns
+    is the longest round since the daemon started."""
+    out = []
+    for b, a in zip(before, after):
+        stalls = {k: a["loop_stalls"].get(k, 0) - (b["loop_stalls"].get(k, 0) if k != "longest_ns" else 0)
+                  for k in STALL_COUNTERS}
+        idle = {k: a["idle"].get(k, 0) - b["idle"].get(k, 0) for k in IDLE_COUNTERS}
+        out.append((stalls, idle))
     return out
 
 
@@ -134,17 +149,17 @@ def bandwidth(topo, tool, size, seconds, qps, mtu=None, prefix=()):
 
 
 def latency(topo, tool, iters, prefix=()):
-    stalls_before = loop_stalls(topo)
+    counters_before = loop_counters(topo)
     sched_before = daemon_schedstat(topo)
     row = run_perftest(topo, tool, LAT_SIZE, ["-n", str(iters)], prefix=prefix)
     sched = [after - before for before, after in zip(sched_before, daemon_schedstat(topo))]
     if "error" in row:
         return row
-    stalls = [{k: after.get(k, 0) - (before.get(k, 0) if k != "longest_ns" else 0) for k in STALL_COUNTERS}
-              for before, after in zip(stalls_before, loop_stalls(topo))]
+    deltas = counter_deltas(counters_before, loop_counters(topo))
     return {"us": row.get("t_typical[usec]"), "avg_us": row.get("t_avg[usec]"), "min_us": row.get("t_min[usec]"),
             "p99_us": row.get("99% percentile[usec]"), "p999_us": row.get("99.9% percentile[usec]"),
-            "max_us": row.get("t_max[usec]"), "loop_stalls": stalls, "daemon_cpu_s": sched[0],
+            "max_us": row.get("t_max[usec]"), "loop_stalls": [d[0] for d in deltas],
+            "idle": [d[1] for d in deltas], "iters": iters, "daemon_cpu_s": sched[0],
             "daemon_cpu_wait_s": sched[1]}
 
 
@@ -415,6 +430,11 @@ def notes_of(kind, figs, qps):
             notes.append(f"{kind}: {verb} latency: the daemons waited {lat['daemon_cpu_wait_s'] * 1e3:.1f} ms for a "
                          f"CPU during the run (runnable, the CPU taken), beside "
                          f"{lat['daemon_cpu_s'] * 1e3:.1f} ms on one")
+        for i, idle in enumerate(lat.get("idle", [])):
+            if idle.get("sleeps"):
+                naps = idle["sleeps"] - idle["woken_by_fd"]
+                notes.append(f"{kind}: {verb} latency: daemon {i} slept {idle['sleeps'] / lat['iters']:.2f} times a "
+                             f"round trip, {naps / idle['sleeps']:.0%} of them to their timeout (naps)")
         for i, s in enumerate(lat.get("loop_stalls", [])):
             # A stall whose largest share is the sleep the idle policy asked
             # for is an idle daemon waiting for the program, not a delay.
