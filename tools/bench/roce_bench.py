@@ -68,6 +68,7 @@ STANDARD_PATH_MTU = 1024
 MEMCPY_BYTES = 64 << 20  # larger than any cache here
 P99_OVER_MEDIAN = 3.0  # issue 16's bound on a latency test's tail
 IDLE_COUNTERS = ("sleeps", "woken_by_fd", "slept_ns")
+NAPS_WORTH_A_NOTE = 0.1  # share of a latency run's sleeps that ran to their timeout (a nap, not the 10 ms net)
 WAIT_WORTH_A_NOTE_S = 0.001  # a daemon's wait for a CPU, summed over a latency run, that could make a tail
 STALL_COUNTERS = ("stalls", "longest_ns", "cause_cpu_wait", "cause_on_cpu", "cause_asked_sleep", "cause_off_cpu",
                   "phase_data_path", "phase_control", "phase_housekeeping", "phase_spin", "phase_sleep")
@@ -431,8 +432,8 @@ def notes_of(kind, figs, qps):
                          f"CPU during the run (runnable, the CPU taken), beside "
                          f"{lat['daemon_cpu_s'] * 1e3:.1f} ms on one")
         for i, idle in enumerate(lat.get("idle", [])):
-            if idle.get("sleeps"):
-                naps = idle["sleeps"] - idle["woken_by_fd"]
+            naps = idle.get("sleeps", 0) - idle.get("woken_by_fd", 0)
+            if naps >= NAPS_WORTH_A_NOTE * idle.get("sleeps", 0) > 0:
                 notes.append(f"{kind}: {verb} latency: daemon {i} slept {idle['sleeps'] / lat['iters']:.2f} times a "
                              f"round trip, {naps / idle['sleeps']:.0%} of them to their timeout (naps)")
         for i, s in enumerate(lat.get("loop_stalls", [])):
