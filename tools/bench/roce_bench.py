@@ -9,7 +9,7 @@ message rate (iperf3 -u).
 
 usage: sudo tools/bench/roce_bench.py [--build-dir build] [--topology loopback,veth,veth-jumbo,memif]
                                       [--verbs WRITE,READ,SEND] [--seconds 2] [--lat-iters 10000]
-                                      [--qps 1,8] [--program-priority N]
+                                      [--qps 1,8] [--no-bandwidth] [--program-priority N]
                                       [--daemon-arg=--realtime-priority=0 ...] [--json FILE]
 
 For each verb: bandwidth at 64 B, 4 KiB and 64 KiB (ib_*_bw -D SECONDS),
