@@ -79,6 +79,11 @@ void print_up(const tb::Record& r) {
         fmt::print("{:<5} {:<24} {:<9} {:<12} {:<14} {:<8} {}\n", n.node, n.netns, n.ifname, n.ipv4, n.ipv6, n.device,
                    r.daemons[i].pid);
     }
+    if (p.options.wire == tb::Wire::Memif) {
+        fmt::print("The daemons' RoCE frames go over memif (n1 role=server, n2 role=client, socket {}); the {} "
+                   "carries only the programs' own TCP. No tcpdump on memif: use uroce capture.\n",
+                   p.memif_socket(), p.nodes[0].ifname);
+    }
     const tb::NodePlan& a = p.nodes[0];
     const tb::NodePlan& b = p.nodes[1];
     fmt::print("GID index {} is a node's IPv4 address as RoCE v2, {} its IPv6 address.\n", tb::kIpv4GidIndex,
@@ -107,21 +112,26 @@ tb::Record load_or_fail(const std::string& state_root, const std::string& name) 
 void add_up(CLI::App& testbed, const std::shared_ptr<std::string>& root) {
     auto o = std::make_shared<tb::Options>();
     auto loss = std::make_shared<std::string>();
-    auto wire = std::make_shared<std::string>("veth");
+    auto wire = std::make_shared<std::string>();  // empty: tb::default_wire
+    auto mtu = std::make_shared<std::uint32_t>(0);  // 0: tb::default_mtu
     auto uroced = std::make_shared<std::string>();
     auto timeout = std::make_shared<double>(60);
     auto* up = testbed.add_subcommand("up", "Make the namespaces and links and start a uroced on each node");
     up->add_option("--nodes", o->nodes, "how many nodes (2: a veth pair; more: a bridge)")->capture_default_str();
     up->add_option("--name", o->name, "the testbed's name (several can be up at once)")->capture_default_str();
     up->add_option("--loss", *loss, "drop this share of packets in each direction, e.g. 1% (uroced --fault)");
-    up->add_option("--wire", *wire, "how the nodes' Ethernet is carried")->check(CLI::IsMember({"veth"}))
-        ->capture_default_str();
-    up->add_option("--mtu", o->mtu, "Ethernet MTU of the links")->check(CLI::Range(576u, 9216u))->capture_default_str();
+    up->add_option("--wire", *wire,
+                   "how the daemons' RoCE frames are carried: memif (shared memory, 2 nodes only) or veth "
+                   "(af_packet through the kernel); default memif for 2 nodes, veth for more")
+        ->check(CLI::IsMember({"memif", "veth"}));
+    up->add_option("--mtu", *mtu, "Ethernet MTU of the wire and the veths (default 9000 on memif, 1500 on veth)")
+        ->check(CLI::Range(576u, 9216u));
     up->add_option("--uroced", *uroced, "the daemon to run (default: beside this uroce, else installed, else PATH)");
     up->add_option("--timeout", *timeout, "seconds to wait for each daemon to be ready")->capture_default_str();
     up->callback([=] {
         o->state_root = *root;
-        o->wire = *tb::parse_wire(*wire);
+        o->wire = wire->empty() ? tb::default_wire(o->nodes) : *tb::parse_wire(*wire);
+        o->mtu = *mtu != 0 ? *mtu : tb::default_mtu(o->wire);
         if (!loss->empty()) {
             o->loss_percent = parse_percent(*loss);
         }
@@ -196,13 +206,21 @@ void add_exec(CLI::App& testbed, const std::shared_ptr<std::string>& root) {
 bool print_status(const tb::Record& r) {
     const auto existing = tb::existing_namespaces();
     bool healthy = true;
-    fmt::print("testbed {}: {} nodes, {}, MTU {}, {}\n", r.plan.options.name, r.plan.nodes.size(),
+    fmt::print("testbed {}: {} nodes, {}, wire {}, MTU {}, {}\n", r.plan.options.name, r.plan.nodes.size(),
                r.plan.joint == tb::Joint::VethPair ? "veth pair" : "bridge in " + r.plan.bridge_netns,
-               r.plan.options.mtu,
+               tb::wire_name(r.plan.options.wire), r.plan.options.mtu,
                r.plan.options.loss_percent ? fmt::format("{:g}% loss", *r.plan.options.loss_percent) : "no loss");
     if (r.plan.joint == tb::Joint::Bridge && existing.count(r.plan.bridge_netns) == 0) {
         fmt::print("  bridge namespace {} is missing\n", r.plan.bridge_netns);
         healthy = false;
+    }
+    if (r.plan.options.wire == tb::Wire::Memif) {
+        // The server daemon (n1) binds it when it starts and removes it when
+        // it stops cleanly; a crash leaves it (`down` removes it).
+        std::error_code ec;
+        const bool present = std::filesystem::exists(r.plan.memif_socket(), ec);
+        fmt::print("  memif socket {} {}\n", r.plan.memif_socket(), present ? "present" : "missing");
+        healthy = healthy && present;
     }
     for (std::size_t i = 0; i < r.plan.nodes.size(); ++i) {
         const tb::NodePlan& n = r.plan.nodes[i];

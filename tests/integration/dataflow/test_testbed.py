@@ -4,20 +4,29 @@ two-node runs of the data tests.
 
 usage: test_testbed.py UROCED UROCE BYTE_CHECK
 
-- A two-node testbed (a veth pair): each node sees its own device through
-  `uroce testbed exec`; ibv_rc_pingpong -c at 4 KiB over RoCE v2 on IPv4
-  and on IPv6, and byte_check (every byte of WRITE, READ, SEND, and the
-  remote access errors) between n1 and n2; then `down` leaves no
-  namespace, state directory or record.
-- Three nodes (a bridge in its own namespace), MTU 9000: a ping-pong with
-  a 4096-byte path MTU between n3 and n1.
-- After a crash: one node's uroced is SIGKILLed and its PID handed (in the
-  record) to an unrelated process, as if the kernel had reused it; `down`
-  removes everything, stops the other daemon, leaves that process alone,
-  and removes the dead daemon's DPDK runtime directory.
+- A two-node testbed on the default wire, memif (the daemons' RoCE frames
+  in shared memory, the veth for the programs' TCP only): each node sees
+  its own device through `uroce testbed exec`; ibv_rc_pingpong -c at 4 KiB
+  over RoCE v2 on IPv4 and on IPv6 (the daemons resolve each other by ARP
+  and ND over the memif), byte_check (every byte of WRITE, READ, SEND, and
+  the remote access errors) and rping -V (rdma_cm: the daemons' addresses
+  are the nodes') between n1 and n2, with the veths' counters showing the
+  RoCE frames did not cross them; then `down` leaves no namespace, state
+  directory, memif socket or record.
+- The same pair with --wire veth (af_packet, the real kernel interface
+  case): a ping-pong whose frames the veth's counters show.
+- Three nodes (a bridge in its own namespace; the default wire is then
+  veth), MTU 9000: a ping-pong with a 4096-byte path MTU between n3 and n1;
+  --wire memif with 3 nodes is refused with the reason.
+- After a crash: one node's uroced (the memif server) is SIGKILLed and its
+  PID handed (in the record) to an unrelated process, as if the kernel had
+  reused it; `down` removes everything, the memif socket the dead server
+  left included, stops the other daemon, leaves that process alone, and
+  removes the dead daemon's DPDK runtime directory.
 - A failed `up` (a "daemon" that exits at once) removes what it made.
-- --loss: 5% loss each way by uroced --fault; skipped (reported) when this
-  uroced has no --fault option.
+- --loss: 5% loss each way on memif by uroced --fault: the ping-pong's
+  data is checked and the daemons' fault counters show the drops; skipped
+  (reported) when this uroced has no --fault option.
 
 Exit 77 (skipped), with the reason, without root or the tools.
 """
@@ -34,9 +43,10 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import uroce_harness as harness  # noqa: E402
 from test_byte_check import EXPECTED_CASES  # noqa: E402
+from rdma_cm_pair import CmPair  # noqa: E402
 
 UROCED = UROCE = BYTE_CHECK = None
-TOOLS = ["ibv_rc_pingpong", "ibv_devices", "stdbuf", "ip"]
+TOOLS = ["ibv_rc_pingpong", "ibv_devices", "rping", "stdbuf", "ip"]
 ITERS = 500
 SIZE = 4096
 
@@ -76,15 +86,41 @@ def pingpong(test, tb, server_node, client_node, gid_index, tcp_host, lossy=Fals
     return result
 
 
+def veth_rx_packets(node):
+    """Frames the node's kernel interface veth0 has received."""
+    r = subprocess.run(["ip", "-n", node.netns, "-s", "-j", "link", "show", "veth0"], capture_output=True, text=True,
+                       timeout=30)
+    return json.loads(r.stdout)[0]["stats64"]["rx"]["packets"]
+
+
+def injected_drops(node):
+    """Frames the node's daemon dropped by its fault rules (`uroce fault list --json`)."""
+    r = subprocess.run([UROCE, "fault", "list", "--json", "--state-dir", node.state, "--device", node.name],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise AssertionError(f"uroce fault list: {r.stdout}{r.stderr}")
+    return sum(rule["injected"] for rule in json.loads(r.stdout)["rules"] if rule["rule"].startswith("drop:"))
+
+
+def memif_socket(tb):
+    return os.path.join(tb.tmp.name, f"testbed-{tb.name}", "memif.sock")
+
+
 class TwoNodeTests(unittest.TestCase):
     def test_up_exec_down(self):
         name = testbed_name("a")
         tb = harness.Testbed(UROCE, name)
         try:
-            self.assertIn(f"testbed {name} is up: 2 nodes joined by a veth pair", tb.up.stdout)
+            self.assertIn(f"testbed {name} is up: 2 nodes joined by a veth pair, wire memif, MTU 9000", tb.up.stdout)
             self.assertIn("testbed exec --name", tb.up.stdout)  # how to run a program on each node
             self.assertEqual(sorted(namespaces_of(name)), [f"uroce-{name}-n1", f"uroce-{name}-n2"])
-            self.assertEqual(tb.run("status", name).returncode, 0)
+            for node, role in zip(tb.record["nodes"], ("server", "client")):
+                self.assertIn(f"net_memif0,role={role},socket={memif_socket(tb)}", node["argv"])
+                self.assertIn(node["ipv4"], node["argv"])  # the daemon's address is its node's
+            status = tb.run("status", name)
+            self.assertEqual(status.returncode, 0, status.stdout + status.stderr)
+            self.assertIn(f"memif socket {memif_socket(tb)} present", status.stdout)
+            veth_before = veth_rx_packets(tb.nodes[0])
             for node in tb.nodes:
                 r = subprocess.run(node.exec_argv("ibv_devices"), capture_output=True, text=True, timeout=60)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -99,6 +135,12 @@ class TwoNodeTests(unittest.TestCase):
             pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index + 1, tb.nodes[0].ip)
             sys.stderr.write(f"    ibv_rc_pingpong -c -s {SIZE} over IPv6 (GID {tb.server.gid_index + 1}): ok\n")
             self.byte_check(tb)
+            self.rping(tb)
+            # 2 x 500 ping-pong SENDs per GID came to n1 alone; over the
+            # veth only the programs' TCP exchanges did.
+            veth_frames = veth_rx_packets(tb.nodes[0]) - veth_before
+            self.assertLess(veth_frames, ITERS, "RoCE frames crossed the veth on a memif testbed")
+            sys.stderr.write(f"    memif: n1's veth0 received {veth_frames} frames (the programs' TCP)\n")
             self.assertEqual(tb.dead_daemons(), [], tb.daemon_logs())
             pids = [n.pid for n in tb.nodes]
         finally:
@@ -111,6 +153,40 @@ class TwoNodeTests(unittest.TestCase):
         for pid in pids:
             self.assertFalse(harness_alive(pid), f"uroced {pid} still running")
         self.assertFalse(os.path.exists(os.path.join(tb.tmp.name, f"testbed-{name}.json")))
+        self.assertFalse(os.path.exists(memif_socket(tb)))
+
+    def rping(self, tb, count=50, size=4096):
+        """rdma_cm: the client resolves n1's address to n1's daemon, over
+        the memif (rping -V verifies every ping's data)."""
+        port = harness.free_tcp_port()
+        args = ["-v", "-V", "-C", str(count), "-S", str(size), "-p", str(port), "-a", tb.nodes[0].ip]
+        pair = CmPair(tb.server, tb.client, ["rping", "-s", *args], ["rping", "-c", *args], port)
+        self.addCleanup(pair.close)
+        crc, cout, src, sout = pair.run()
+        why = f"{pair.describe(cout, sout)}\n{tb.daemon_logs()}"
+        self.assertEqual((crc, src), (0, 0), why)
+        pings = [line for line in cout.splitlines() if line.startswith("ping data: rdma-ping-")]
+        self.assertEqual(len(pings), count, why)
+        sys.stderr.write(f"    rping -V -C {count} -S {size} (rdma_cm): ok\n")
+
+    def test_veth_wire(self):
+        """The real kernel interface: af_packet daemons on the veth."""
+        name = testbed_name("v")
+        tb = harness.Testbed(UROCE, name, "--wire", "veth")
+        try:
+            self.assertIn(f"testbed {name} is up: 2 nodes joined by a veth pair, wire veth, MTU 1500", tb.up.stdout)
+            for node in tb.record["nodes"]:
+                self.assertIn("net_af_packet0,iface=veth0", node["argv"])
+            self.assertIsNone(tb.record["memif_socket"])
+            before = veth_rx_packets(tb.nodes[0])
+            pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip)
+            self.assertGreaterEqual(veth_rx_packets(tb.nodes[0]) - before, ITERS, "the RoCE frames missed the veth")
+            sys.stderr.write(f"    veth: ibv_rc_pingpong -c -s {SIZE} over af_packet: ok\n")
+        finally:
+            down = tb.down()
+            tb.close()
+        self.assertEqual(down.returncode, 0, down.stdout + down.stderr)
+        self.assertEqual(namespaces_of(name), [])
 
     def byte_check(self, tb):
         port = harness.free_tcp_port()
@@ -140,6 +216,7 @@ class BridgeTests(unittest.TestCase):
         tb = harness.Testbed(UROCE, name, "--nodes", "3", "--mtu", "9000")
         try:
             self.assertIn("3 nodes joined by a bridge", tb.up.stdout)
+            self.assertIn("wire veth", tb.up.stdout)  # memif joins two daemons only
             self.assertIn("MTU 9000", tb.up.stdout)
             for node in tb.nodes:  # a 9000-byte Ethernet MTU carries a 4096-byte path MTU (docs/daemon.md)
                 self.assertEqual(node.active_mtu(), 4096, node.status_text)
@@ -152,6 +229,19 @@ class BridgeTests(unittest.TestCase):
             tb.close()
         self.assertEqual(down.returncode, 0, down.stdout + down.stderr)
         self.assertEqual(namespaces_of(name), [])
+
+    def test_memif_with_three_nodes_is_refused(self):
+        name = testbed_name("m")
+        env = dict(os.environ, UROCE_TESTBED_DIR=os.environ.get("TMPDIR", "/tmp") + f"/uroce-tbm-{os.getpid()}")
+        try:
+            r = subprocess.run([UROCE, "testbed", "up", "--name", name, "--nodes", "3", "--wire", "memif"],
+                               capture_output=True, text=True, timeout=60, env=env)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("--wire memif joins exactly 2 nodes", r.stderr)
+            self.assertIn("use --wire veth", r.stderr)
+            self.assertEqual(namespaces_of(name), [])
+        finally:
+            subprocess.run(["rm", "-rf", env["UROCE_TESTBED_DIR"]], timeout=30)
 
 
 class CrashTests(unittest.TestCase):
@@ -175,6 +265,7 @@ class CrashTests(unittest.TestCase):
             with open(record_path, "w") as f:
                 json.dump(record, f)
             self.assertTrue(os.path.isdir(victim_dpdk), f"the killed daemon left no {victim_dpdk}")
+            self.assertTrue(os.path.exists(memif_socket(tb)), "the killed memif server left no socket")
         finally:
             down = tb.down()
             tb.close()
@@ -188,6 +279,8 @@ class CrashTests(unittest.TestCase):
             self.assertFalse(os.path.exists(victim.state), victim.state)
             self.assertFalse(os.path.exists(victim_dpdk), f"{victim_dpdk} left behind")
             self.assertIn(f"removed {victim_dpdk} (left by a daemon that did not stop cleanly)", down.stdout)
+            self.assertIn(f"removed {memif_socket(tb)}", down.stdout)
+            self.assertFalse(os.path.exists(memif_socket(tb)))
         finally:
             bystander.kill()
             bystander.wait()
@@ -236,10 +329,17 @@ class LossTests(unittest.TestCase):
         name = testbed_name("l")
         tb = harness.Testbed(UROCE, name, "--loss", "5%")
         try:
+            self.assertIn("wire memif", tb.up.stdout)
             self.assertIn("5% loss each way (uroced --fault drop:rate=5%,dir=tx)", tb.up.stdout)
             for node in tb.record["nodes"]:
                 self.assertIn("drop:rate=5%,dir=tx", node["argv"])
             pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip, lossy=True)
+            # Each daemon dropped about 5% of the >= 500 RoCE frames it sent:
+            # the drops are the daemons' own, on a wire netem cannot reach.
+            for node in tb.nodes:
+                dropped = injected_drops(node)
+                self.assertGreater(dropped, 0, f"{node.node}: no injected drop counted")
+                sys.stderr.write(f"    --loss 5% on memif: {node.node} dropped {dropped} frames, data checked\n")
         finally:
             down = tb.down()
             tb.close()

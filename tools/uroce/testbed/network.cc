@@ -127,6 +127,12 @@ std::string configure_node(const Plan& plan, const NodePlan& n) {
 
 std::vector<std::string> describe_links(const Plan& plan) {
     std::vector<std::string> out;
+    if (plan.options.wire == Wire::Memif) {
+        const NodePlan& a = plan.nodes[0];
+        const NodePlan& b = plan.nodes[1];
+        out.push_back(fmt::format("memif server uroced@{} <-> client uroced@{} ({}; the RoCE frames)", a.netns,
+                                  b.netns, plan.memif_socket()));
+    }
     if (plan.joint == Joint::VethPair) {
         const NodePlan& a = plan.nodes[0];
         const NodePlan& b = plan.nodes[1];

@@ -25,6 +25,8 @@ std::string Plan::record_path() const { return fmt::format("{}/testbed-{}.json",
 
 std::string Plan::state_dir() const { return fmt::format("{}/testbed-{}", options.state_root, options.name); }
 
+std::string Plan::memif_socket() const { return state_dir() + "/memif.sock"; }
+
 std::vector<std::string> Plan::namespaces() const {
     std::vector<std::string> out;
     if (joint == Joint::Bridge) {
@@ -34,6 +36,18 @@ std::vector<std::string> Plan::namespaces() const {
         out.push_back(n.netns);
     }
     return out;
+}
+
+Wire default_wire(unsigned nodes) { return nodes == 2 ? Wire::Memif : Wire::Veth; }
+
+std::uint32_t default_mtu(Wire w) {
+    switch (w) {
+        case Wire::Memif:
+            return 9000;
+        case Wire::Veth:
+            return 1500;
+    }
+    return 1500;
 }
 
 std::string check_options(const Options& o) {
@@ -48,6 +62,21 @@ std::string check_options(const Options& o) {
     }
     if (o.state_root.empty() || o.state_root.front() != '/') {
         return fmt::format("state directory \"{}\": must be an absolute path", o.state_root);
+    }
+    if (o.wire == Wire::Memif) {
+        if (o.nodes != 2) {
+            return fmt::format(
+                "--wire memif joins exactly 2 nodes (a memif pair is one server and one client, and a uroced has one "
+                "port); for {} nodes use --wire veth (a bridge)",
+                o.nodes);
+        }
+        Plan p;
+        p.options = o;
+        if (const std::string socket = p.memif_socket(); socket.size() > kMaxSocketPath) {
+            return fmt::format("the memif socket {} is longer than a Unix socket path can be ({} bytes); use a shorter "
+                               "$UROCE_TESTBED_DIR or --name",
+                               socket, kMaxSocketPath);
+        }
     }
     return {};
 }
@@ -76,6 +105,8 @@ Plan make_plan(const Options& o) {
 
 const char* wire_name(Wire w) {
     switch (w) {
+        case Wire::Memif:
+            return "memif";
         case Wire::Veth:
             return "veth";
     }
@@ -83,6 +114,9 @@ const char* wire_name(Wire w) {
 }
 
 std::optional<Wire> parse_wire(const std::string& text) {
+    if (text == "memif") {
+        return Wire::Memif;
+    }
     if (text == "veth") {
         return Wire::Veth;
     }
@@ -91,10 +125,26 @@ std::optional<Wire> parse_wire(const std::string& text) {
 
 std::string loss_fault_rule(double percent) { return fmt::format("drop:rate={:g}%,dir=tx", percent); }
 
+std::string port_spec(const Plan& plan, const NodePlan& node) {
+    switch (plan.options.wire) {
+        case Wire::Memif: {
+            // uroced adds socket-abstract=no for a socket path (docs/wires.md).
+            const bool first = !plan.nodes.empty() && node.node == plan.nodes.front().node;
+            return fmt::format("net_memif0,role={},socket={}", first ? "server" : "client", plan.memif_socket());
+        }
+        case Wire::Veth:
+            break;
+    }
+    return "net_af_packet0,iface=" + node.ifname;
+}
+
 std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced) {
-    // The flags the dataflow tests give their two daemons on a veth
-    // (tests/integration/uroce_harness.py), plus the IPv6 address.
-    std::vector<std::string> argv = {uroced,       "--port", "net_af_packet0,iface=" + node.ifname,
+    // The flags the dataflow tests give their two daemons (harness
+    // Topology), plus the IPv6 address. On either wire the daemon's
+    // addresses are its node's (the veth end's): a program that connects
+    // to a node's address (rdma_cm, a TCP exchange of QP details) finds
+    // that node's daemon, whichever wire carries the RoCE frames.
+    std::vector<std::string> argv = {uroced,       "--port", port_spec(plan, node),
                                      "--ip",       node.ipv4, "--ip",
                                      node.ipv6,    "--name", node.device,
                                      "--state-dir", node.state_dir, "--mtu",

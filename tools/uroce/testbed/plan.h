@@ -10,9 +10,14 @@
 
 namespace uroce::tools::testbed {
 
-// How the nodes' Ethernet is carried. Only veth now; a shared-memory wire
-// (DPDK memif) could be added as a second value.
-enum class Wire { Veth };
+// How the daemons' RoCE frames are carried (docs/wires.md):
+// - Memif: a DPDK net_memif pair, shared memory between the two daemons
+//   (n1 the server, n2 the client, the socket in the testbed's state
+//   directory); two nodes only, a daemon has one port. The veth (or
+//   bridge) is still made: it carries the programs' own TCP exchange.
+// - Veth: each daemon on net_af_packet over its node's veth end, the
+//   frames through the kernel (the "real kernel interface" case).
+enum class Wire { Memif, Veth };
 
 // How the nodes are joined: two nodes by one veth pair, more by a Linux
 // bridge in a namespace of its own, so nothing is made in the host's.
@@ -21,8 +26,8 @@ enum class Joint { VethPair, Bridge };
 struct Options {
     std::string name = "tb";
     unsigned nodes = 2;
-    Wire wire = Wire::Veth;
-    std::uint32_t mtu = 1500;
+    Wire wire = Wire::Memif;
+    std::uint32_t mtu = 9000;  // default_mtu(wire) unless --mtu
     std::optional<double> loss_percent;  // drop rate, each direction, by uroced --fault
     std::string state_root;              // where records and state directories go
 };
@@ -46,6 +51,8 @@ struct Plan {
 
     [[nodiscard]] std::string record_path() const;  // <state_root>/testbed-<name>.json
     [[nodiscard]] std::string state_dir() const;    // <state_root>/testbed-<name>
+    // The memif control socket, <state_dir>/memif.sock (only for Wire::Memif).
+    [[nodiscard]] std::string memif_socket() const;
     // Every namespace, in the order they are made.
     [[nodiscard]] std::vector<std::string> namespaces() const;
 };
@@ -64,6 +71,17 @@ inline constexpr unsigned kIpv6PrefixLength = 64;
 inline constexpr unsigned kIpv4GidIndex = 2;
 inline constexpr unsigned kIpv6GidIndex = 3;
 
+// A Unix socket's path must fit sockaddr_un::sun_path (108 bytes with its
+// terminating NUL, unix(7)).
+inline constexpr std::size_t kMaxSocketPath = 107;
+
+// The wire when --wire is not given: memif for two nodes (the fast one),
+// veth for more (memif joins exactly two daemons).
+[[nodiscard]] Wire default_wire(unsigned nodes);
+// The Ethernet MTU when --mtu is not given: memif's own default (9000,
+// active IB MTU 4096, as uroced's memif port) and the kernel's 1500 on a veth.
+[[nodiscard]] std::uint32_t default_mtu(Wire w);
+
 // Empty when the options can be built, else why not.
 [[nodiscard]] std::string check_options(const Options& o);
 [[nodiscard]] Plan make_plan(const Options& o);
@@ -75,6 +93,9 @@ inline constexpr unsigned kIpv6GidIndex = 3;
 // every link loses P%; dir=both would count each frame twice (the sender's
 // tx and the receiver's rx), about 2P%.
 [[nodiscard]] std::string loss_fault_rule(double percent);
+// uroced's --port for one node: its af_packet port on its veth end, or its
+// memif end (n1 role=server, n2 role=client).
+[[nodiscard]] std::string port_spec(const Plan& plan, const NodePlan& node);
 // uroced's command line for one node (without the `ip netns exec` prefix).
 [[nodiscard]] std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced);
 // The default for Options::state_root: $UROCE_TESTBED_DIR, else /run/uroce.

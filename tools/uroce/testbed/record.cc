@@ -45,6 +45,7 @@ json to_json(const Record& r) {
               {"state_dir", r.plan.state_dir()},
               {"namespaces", r.plan.namespaces()},
               {"links", r.links},
+              {"memif_socket", o.wire == Wire::Memif ? json(r.plan.memif_socket()) : json(nullptr)},
               {"uroced", r.uroced},
               {"nodes", nodes}};
     return j;

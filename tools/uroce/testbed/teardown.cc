@@ -97,6 +97,11 @@ TeardownReport tear_down(const Record& r) {
     stop_daemons(r, rep);
     remove_daemon_leftovers(r, rep);
     delete_namespaces(r.plan.namespaces(), rep);
+    if (r.plan.options.wire == Wire::Memif) {
+        // Named on its own line: a memif server that did not stop cleanly
+        // leaves its socket, and the next server on that path would find it.
+        remove_path(r.plan.memif_socket(), rep);
+    }
     remove_path(r.plan.state_dir(), rep);
     if (rep.clean()) {
         remove_path(r.plan.record_path(), rep);  // kept while something is left, for the next try
