@@ -183,6 +183,10 @@ def build_image(cache, paths):
 
 class BenchGuest(guest_mod.Guest):
     netns_prefix = "ns-guestbench-"
+    # A guest starved of host CPU (TCG at nice 15 beside builds) can fail
+    # the kernel's check that the IO-APIC timer ticks, and panic at boot
+    # ("IO-APIC + timer doesn't work"); the check proves nothing here.
+    extra_append = "no_timer_check"
 
 
 # A TCG boot at nice 15 on a busy 2-core machine has taken more than the
@@ -199,13 +203,14 @@ def wire_script():
     a, b = WIRE["a"], WIRE["b"]
     lines = [
         "set -e",
-        "mkdir -p /var/run /dev/shm && (mountpoint -q /dev/shm || mount -t tmpfs shm /dev/shm)",
+        "mkdir -p /var/run /dev/shm",
+        "grep -q ' /dev/shm ' /proc/mounts || mount -t tmpfs shm /dev/shm",
         f"ip link add {a['dev']} type veth peer name {b['dev']}",
     ]
     for side, peer, table in (("a", "b", 101), ("b", "a", 102)):
         s, p = WIRE[side], WIRE[peer]
         lines += [
-            f"echo 1 > /proc/sys/net/ipv6/conf/{s['dev']}/disable_ipv6",
+            f"echo 1 > /proc/sys/net/ipv6/conf/{s['dev']}/disable_ipv6 2>/dev/null || true",
             f"echo 1 > /proc/sys/net/ipv4/conf/{s['dev']}/accept_local",
             f"echo 0 > /proc/sys/net/ipv4/conf/{s['dev']}/rp_filter",
             f"ip addr add {s['rxe_ip']}/24 dev {s['dev']}",

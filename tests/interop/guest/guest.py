@@ -95,6 +95,8 @@ class Guest:
     # The host namespace holding the tap is NETNS_PREFIX + the PID; a
     # benchmark's subclass names its own.
     netns_prefix = NETNS_PREFIX
+    # More kernel command line, for a subclass.
+    extra_append = ""
 
     def __init__(self, vmlinuz, initramfs, *, memory_mb=1024, cpus=2, workdir=None):
         self.qemu = None
@@ -113,7 +115,7 @@ class Guest:
                 "ip", "netns", "exec", self.netns, qemu_binary(),
                 "-accel", "tcg,thread=multi", "-smp", str(cpus), "-m", str(memory_mb),
                 "-kernel", vmlinuz, "-initrd", initramfs,
-                "-append", f"console=ttyS0 panic=-1 quiet uroce.ip={GUEST_IP}/{PREFIX_LEN}",
+                "-append", f"console=ttyS0 panic=-1 quiet uroce.ip={GUEST_IP}/{PREFIX_LEN} {self.extra_append}".rstrip(),
                 "-netdev", f"tap,id=n0,ifname={TAP},script=no,downscript=no",
                 "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:77:01:02",
                 "-fsdev", f"local,id=jobs,path={self.jobs},security_model=none",
