@@ -64,6 +64,9 @@ BUILT = {
 
 WIRE = {"a": {"dev": "gbA", "rxe_ip": "10.88.0.1", "uroce_ip": "10.88.1.1"},
         "b": {"dev": "gbB", "rxe_ip": "10.88.0.2", "uroce_ip": "10.88.1.2"}}
+# iproute2's: the guest's busybox sh runs its own applets before PATH, and
+# busybox ip made no gbB of `link add gbA type veth peer name gbB`.
+IP = "/usr/bin/ip"
 PATH_MTU = 1024  # both devices' active MTU on a 1500-byte veth
 JOB_SECONDS = 240  # one perftest pair under TCG on a loaded machine
 
@@ -205,7 +208,7 @@ def wire_script():
         "set -e",
         "mkdir -p /var/run /dev/shm",
         "grep -q ' /dev/shm ' /proc/mounts || mount -t tmpfs shm /dev/shm",
-        f"ip link add {a['dev']} type veth peer name {b['dev']}",
+        f"{IP} link add {a['dev']} type veth peer name {b['dev']}",
     ]
     for side, peer, table in (("a", "b", 101), ("b", "a", 102)):
         s, p = WIRE[side], WIRE[peer]
@@ -213,28 +216,28 @@ def wire_script():
             f"echo 1 > /proc/sys/net/ipv6/conf/{s['dev']}/disable_ipv6 2>/dev/null || true",
             f"echo 1 > /proc/sys/net/ipv4/conf/{s['dev']}/accept_local",
             f"echo 0 > /proc/sys/net/ipv4/conf/{s['dev']}/rp_filter",
-            f"ip addr add {s['rxe_ip']}/24 dev {s['dev']}",
-            f"ip link set {s['dev']} up",
+            f"{IP} addr add {s['rxe_ip']}/24 dev {s['dev']}",
+            f"{IP} link set {s['dev']} up",
             # Locally sent packets to the peer's address leave by this end.
-            f"ip route add {p['rxe_ip']}/32 dev {s['dev']} src {s['rxe_ip']} table {table}",
-            f"ip rule add pref {table - 90} iif lo to {p['rxe_ip']}/32 lookup {table}",
+            f"{IP} route add {p['rxe_ip']}/32 dev {s['dev']} src {s['rxe_ip']} table {table}",
+            f"{IP} rule add pref {table - 90} iif lo to {p['rxe_ip']}/32 lookup {table}",
         ]
     lines += [
         "echo 0 > /proc/sys/net/ipv4/conf/all/rp_filter",
         # The local table after those rules, so they win for locally sent
         # packets; arriving ones match no iif-lo rule and are delivered.
-        "ip rule add pref 100 lookup local",
-        "ip rule del pref 0 lookup local",
-        f"ip neigh replace {b['rxe_ip']} lladdr $(cat /sys/class/net/{b['dev']}/address) dev {a['dev']} nud permanent",
-        f"ip neigh replace {a['rxe_ip']} lladdr $(cat /sys/class/net/{a['dev']}/address) dev {b['dev']} nud permanent",
+        f"{IP} rule add pref 100 lookup local",
+        f"{IP} rule del pref 0 lookup local",
+        f"{IP} neigh replace {b['rxe_ip']} lladdr $(cat /sys/class/net/{b['dev']}/address) dev {a['dev']} nud permanent",
+        f"{IP} neigh replace {a['rxe_ip']} lladdr $(cat /sys/class/net/{a['dev']}/address) dev {b['dev']} nud permanent",
         f"rdma link add rxe_a type rxe netdev {a['dev']}",
         f"rdma link add rxe_b type rxe netdev {b['dev']}",
         "set +e",
         GID_INDEX_SH,
         f"echo GID rxe_a $(gid_index /sys rxe_a {ip_hex(a['rxe_ip'])})",
         f"echo GID rxe_b $(gid_index /sys rxe_b {ip_hex(b['rxe_ip'])})",
-        f"ip route get {b['rxe_ip']} from {a['rxe_ip']}",
-        "ip rule",
+        f"{IP} route get {b['rxe_ip']} from {a['rxe_ip']}",
+        f"{IP} rule",
     ]
     return "\n".join(lines)
 
