@@ -266,10 +266,11 @@ def daemons_up_script():
         lines.append(f"rm -rf {state_dir(side)}; mkdir -p {state_dir(side)}")
         lines.append(f"{GUEST_TREE}/tools/uroced/uroced --port net_af_packet0,iface={w['dev']} --ip {w['uroce_ip']}"
                      f" --name uroce_{side} --state-dir {state_dir(side)} > {state_dir(side)}.log 2>&1 &")
-        lines.append(f"echo PID {side} $!")
+        lines.append(f"pid_{side}=$!; echo PID {side} $!")
     for side in ("a", "b"):
         lines.append(f"{GUEST_TREE}/tools/uroce/uroce status --state-dir {state_dir(side)} --device uroce_{side}"
-                     f" --wait 120 || {{ cat {state_dir(side)}.log; exit 1; }}")
+                     f" --wait 300 || {{ cat {state_dir(side)}.log; grep -h '^State\\|^Threads' /proc/$pid_{side}/status;"
+                     f" cat /proc/$pid_{side}/wchan; echo; exit 1; }}")
     lines.append("set +e")
     lines.append(GID_INDEX_SH)
     for side in ("a", "b"):
@@ -334,7 +335,7 @@ def figure(out, kind):
 class Daemons:
     def __init__(self, g):
         self.g = g
-        out = run_job(g, daemons_up_script(), "uroced-up", seconds=300)
+        out = run_job(g, daemons_up_script(), "uroced-up", seconds=700)
         self.pids = re.findall(r"^PID \S+ (\d+)$", out, re.M)
         self.gids = gids_from(out)
         if set(self.gids) != {"uroce_a", "uroce_b"} or "none" in self.gids.values():
