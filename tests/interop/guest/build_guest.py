@@ -80,8 +80,8 @@ def fingerprint(deb):
     return h.hexdigest()
 
 
-def module_load_order(modroot, release):
-    """The .ko paths (relative to lib/modules/RELEASE) of MODULES and their
+def module_load_order(modroot, release, names=tuple(MODULES)):
+    """The .ko paths (relative to lib/modules/RELEASE) of `names` and their
     dependency closure, each after everything it depends on."""
     moddir = os.path.join(modroot, "lib/modules", release)
     # The package ships no modules.dep (depmod runs at install); busybox's
@@ -103,7 +103,7 @@ def module_load_order(modroot, release):
             visit(d)
         order.append(path)
 
-    for name in MODULES:
+    for name in names:
         if name not in by_name:
             raise Missing(f"module {name} not in the kernel package")
         visit(by_name[name])
@@ -133,7 +133,10 @@ def copy_into(root, path):
     shutil.copy2(os.path.realpath(path), dest)
 
 
-def build(cache, deb):
+def build(cache, deb, extra_modules=(), customize=None):
+    """Builds the guest into `cache`; a variant of it (tools/bench/guest_vs_rxe.py)
+    loads `extra_modules` too and calls customize(root) to add its own files
+    before the archive is made."""
     for tool in (BUSYBOX, "/usr/bin/dpkg"):
         if not os.path.exists(tool):
             raise Missing(f"{tool} not installed (tools/setup.sh installs busybox-static)")
@@ -152,7 +155,7 @@ def build(cache, deb):
         subprocess.run(["dpkg", "-x", deb, kroot], check=True)
         vmlinuz = glob.glob(os.path.join(kroot, "boot/vmlinuz-*"))[0]
         release = os.path.basename(vmlinuz)[len("vmlinuz-"):]
-        moddir, order = module_load_order(kroot, release)
+        moddir, order = module_load_order(kroot, release, tuple(MODULES) + tuple(extra_modules))
 
         root = os.path.join(work, "root")
         for d in ("bin", "sbin", "usr/bin", "usr/lib64", "proc", "sys", "dev", "jobs", "tmp", "etc", "run",
@@ -176,6 +179,8 @@ def build(cache, deb):
             f.write("".join(f"/lib/modules/{rel}\n" for rel in order))
         shutil.copy2(os.path.join(HERE, "init.sh"), os.path.join(root, "init"))
         os.chmod(os.path.join(root, "init"), 0o755)
+        if customize is not None:
+            customize(root)
 
         # An uncompressed newc archive: under TCG the guest would spend
         # seconds inflating a compressed one.

@@ -92,6 +92,12 @@ class Job:
 
 
 class Guest:
+    # The host namespace holding the tap is NETNS_PREFIX + the PID; a
+    # benchmark's subclass names its own.
+    netns_prefix = NETNS_PREFIX
+    # More kernel command line, for a subclass.
+    extra_append = ""
+
     def __init__(self, vmlinuz, initramfs, *, memory_mb=1024, cpus=2, workdir=None):
         self.qemu = None
         self.netns = None
@@ -101,7 +107,7 @@ class Guest:
         os.makedirs(self.jobs)
         self.console_path = os.path.join(self.tmp.name, "console.log")
         self.remove_stale()
-        self.netns = f"{NETNS_PREFIX}{os.getpid()}"
+        self.netns = f"{self.netns_prefix}{os.getpid()}"
         try:
             self._ip("netns", "add", self.netns)
             self.host("ip", "link", "set", "lo", "up")
@@ -109,7 +115,7 @@ class Guest:
                 "ip", "netns", "exec", self.netns, qemu_binary(),
                 "-accel", "tcg,thread=multi", "-smp", str(cpus), "-m", str(memory_mb),
                 "-kernel", vmlinuz, "-initrd", initramfs,
-                "-append", f"console=ttyS0 panic=-1 quiet uroce.ip={GUEST_IP}/{PREFIX_LEN}",
+                "-append", f"console=ttyS0 panic=-1 quiet uroce.ip={GUEST_IP}/{PREFIX_LEN} {self.extra_append}".rstrip(),
                 "-netdev", f"tap,id=n0,ifname={TAP},script=no,downscript=no",
                 "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:77:01:02",
                 "-fsdev", f"local,id=jobs,path={self.jobs},security_model=none",
@@ -140,7 +146,7 @@ class Guest:
         """Namespaces a killed run of this suite left behind (their PID is gone)."""
         r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
         for line in r.stdout.splitlines():
-            m = re.match(rf"({NETNS_PREFIX}(\d+))\b", line)
+            m = re.match(rf"({cls.netns_prefix}(\d+))\b", line)
             if m and not os.path.exists(f"/proc/{m.group(2)}"):
                 subprocess.run(["ip", "netns", "del", m.group(1)], capture_output=True, timeout=30)
 
