@@ -43,9 +43,29 @@ std::string make_network(const Plan& plan) {
     return {};
 }
 
+// Waits until node i's daemon answers on its control socket.
+std::string wait_daemon(const Record& r, std::size_t i, std::chrono::milliseconds ready_timeout) {
+    const NodePlan& n = r.plan.nodes[i];
+    const std::string socket = n.state_dir + "/" + n.device + ".sock";
+    switch (wait_ready(r.daemons[i], socket, ready_timeout)) {
+        case Readiness::Ready:
+            return {};
+        case Readiness::Exited:
+            return fmt::format("{}: uroced exited before it was ready; the end of {}:\n{}", n.node, n.log_path,
+                               log_tail(n.log_path));
+        case Readiness::TimedOut:
+            return fmt::format("{}: uroced did not answer on {} within {} s; the end of {}:\n{}", n.node, socket,
+                               ready_timeout.count() / 1000, n.log_path, log_tail(n.log_path));
+    }
+    return {};
+}
+
 // Starts every node's daemon, recording each PID before waiting for any,
-// then waits for each to answer.
+// then waits for each to answer. On memif the server (the first node) must
+// be ready first: DPDK's memif client connects once, when its port starts,
+// and never again if the server's socket is not there yet.
 std::string start_daemons(Record& r, std::chrono::milliseconds ready_timeout) {
+    const bool server_first = r.plan.options.wire == Wire::Memif;
     for (std::size_t i = 0; i < r.plan.nodes.size(); ++i) {
         const NodePlan& n = r.plan.nodes[i];
         std::string problem;
@@ -56,19 +76,15 @@ std::string start_daemons(Record& r, std::chrono::milliseconds ready_timeout) {
         if (std::string err = save_record(r); !err.empty()) {
             return err;
         }
+        if (server_first && i == 0) {
+            if (std::string err = wait_daemon(r, 0, ready_timeout); !err.empty()) {
+                return err;
+            }
+        }
     }
     for (std::size_t i = 0; i < r.plan.nodes.size(); ++i) {
-        const NodePlan& n = r.plan.nodes[i];
-        const std::string socket = n.state_dir + "/" + n.device + ".sock";
-        switch (wait_ready(r.daemons[i], socket, ready_timeout)) {
-            case Readiness::Ready:
-                break;
-            case Readiness::Exited:
-                return fmt::format("{}: uroced exited before it was ready; the end of {}:\n{}", n.node, n.log_path,
-                                   log_tail(n.log_path));
-            case Readiness::TimedOut:
-                return fmt::format("{}: uroced did not answer on {} within {} s; the end of {}:\n{}", n.node, socket,
-                                   ready_timeout.count() / 1000, n.log_path, log_tail(n.log_path));
+        if (std::string err = wait_daemon(r, i, ready_timeout); !err.empty()) {
+            return err;
         }
     }
     return {};
