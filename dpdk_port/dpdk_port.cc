@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -19,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -84,6 +86,27 @@ constexpr std::uint32_t kAfPacketRingBytes = 8u << 20;
 // and each buffer holds one whole frame (fewer descriptors per packet).
 constexpr std::uint32_t kMemifDefaultMtu = 9000;
 constexpr std::uint32_t kMemifBufferAlign = 128;  // keeps buffers cache-line aligned
+
+// The DpdkPorts of this process share one EAL: the first starts it (with its
+// own device on the command line), the others attach theirs with
+// rte_dev_probe(), and the last to go stops it (rte_eal_cleanup) and removes
+// its runtime directory.
+struct SharedEal {
+    int users = 0;
+    bool no_pci = false;  // the first port was a vdev: the PCI bus is off
+};
+SharedEal shared_eal;
+
+// The ethdev ports there are now.
+std::set<std::uint16_t> ethdev_ports() {
+    std::set<std::uint16_t> ports;
+    for (std::uint16_t id = 0; id < RTE_MAX_ETHPORTS; ++id) {
+        if (rte_eth_dev_is_valid_port(id) != 0) {
+            ports.insert(id);
+        }
+    }
+    return ports;
+}
 
 // The value of `key=` in vdev devargs ("net_af_packet0,iface=veth0,framesz=4096").
 std::optional<std::string> devarg(const std::string& spec, const std::string& key) {
@@ -191,7 +214,6 @@ DpdkPort::DpdkPort(const std::string& spec, const std::string& instance, const D
 
 void DpdkPort::start(const std::string& spec, const std::string& instance, const DpdkPortOptions& options) {
     const bool af_packet = driver_is(spec, "net_af_packet");
-    const bool tap = driver_is(spec, "net_tap");
     const bool memif = driver_is(spec, "net_memif");
     info_.rx_wait = "none";
     if (af_packet && options.rx_wait_fd) {
@@ -246,6 +268,35 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
         args.push_back("--no-pci");
         args.push_back("--vdev=" + vdev);
     }
+    if (shared_eal.users > 0) {
+        attach(spec, vdev);
+    } else {
+        start_eal(spec, args);
+    }
+    finish_start(spec, vdev, options);
+}
+
+void DpdkPort::attach(const std::string& spec, const std::string& vdev) {
+    if (is_pci_address(spec) && shared_eal.no_pci) {
+        throw std::runtime_error("--port " + spec + ": the daemon's first DPDK port is a vdev, so its EAL runs "
+                                 "without the PCI bus; give the PCI port first");
+    }
+    const std::set<std::uint16_t> before = ethdev_ports();
+    if (int rc = rte_dev_probe(is_pci_address(spec) ? spec.c_str() : vdev.c_str()); rc != 0) {
+        throw dpdk_error("cannot attach --port " + spec + " (is the interface or device there?)", -rc);
+    }
+    ++shared_eal.users;
+    eal_started_ = true;
+    for (const std::uint16_t id : ethdev_ports()) {
+        if (before.count(id) == 0) {
+            port_id_ = id;
+            return;
+        }
+    }
+    throw std::runtime_error("--port " + spec + ": DPDK attached it but made no ethdev port of it");
+}
+
+void DpdkPort::start_eal(const std::string& spec, std::vector<std::string>& args) {
     std::vector<char*> argv;
     for (auto& a : args) {
         argv.push_back(a.data());
@@ -271,11 +322,19 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
         sched_setaffinity(0, sizeof allowed, &allowed);
     }
     eal_started_ = true;
+    ++shared_eal.users;
+    shared_eal.no_pci = !is_pci_address(spec);
     if (rte_eth_dev_count_avail() != 1) {
         throw std::runtime_error("--port " + spec + ": DPDK found " + std::to_string(rte_eth_dev_count_avail()) +
                                  " ports, expected exactly one (is the interface or device there?)");
     }
     port_id_ = static_cast<std::uint16_t>(rte_eth_find_next(0));
+}
+
+void DpdkPort::finish_start(const std::string& spec, const std::string& vdev, const DpdkPortOptions& options) {
+    const bool af_packet = driver_is(spec, "net_af_packet");
+    const bool tap = driver_is(spec, "net_tap");
+    const bool memif = driver_is(spec, "net_memif");
 
     rte_eth_dev_info dev_info{};
     if (int rc = rte_eth_dev_info_get(port_id_, &dev_info); rc != 0) {
@@ -339,7 +398,9 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
         throw std::runtime_error("--port " + spec + ": frames of " + std::to_string(max_frame_) +
                                  " bytes do not fit an mbuf");
     }
-    auto* pool = rte_pktmbuf_pool_create("uroce_frames", mbufs, kMbufCache, 0, static_cast<std::uint16_t>(data_room),
+    // One pool per port: the names are the EAL's, shared by every port.
+    const std::string pool_name = "uroce_frames" + std::to_string(port_id_);
+    auto* pool = rte_pktmbuf_pool_create(pool_name.c_str(), mbufs, kMbufCache, 0, static_cast<std::uint16_t>(data_room),
                                          static_cast<int>(rte_socket_id()));
     if (pool == nullptr) {
         throw dpdk_error("cannot allocate the packet buffer pool (" + std::to_string(mbufs) + " mbufs of " +
@@ -409,6 +470,9 @@ void DpdkPort::shutdown() {
     if (mempool_ != nullptr) {
         rte_mempool_free(static_cast<rte_mempool*>(mempool_));
         mempool_ = nullptr;
+    }
+    if (eal_started_ && --shared_eal.users > 0) {
+        eal_started_ = false;  // another port of this process still uses the EAL
     }
     if (eal_started_) {
         // The EAL leaves its runtime directory (/var/run/dpdk/<file-prefix>:

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "net/port.h"
 #include "wire/headers.h"
@@ -72,8 +73,10 @@ public:
     // `spec`: a PCI address (0000:3b:00.1) or vdev devargs. `instance`
     // separates the EAL files of daemons on one host (--file-prefix
     // uroce-<instance>; the runtime directory is removed at shutdown). Throws
-    // std::runtime_error with DPDK's reason. One per process: the EAL starts
-    // once.
+    // std::runtime_error with DPDK's reason. Several per process share one
+    // EAL: the first starts it (`instance` names its files) and the others
+    // attach their devices to it; a PCI port must come first (the EAL of a
+    // vdev runs without the PCI bus).
     DpdkPort(const std::string& spec, const std::string& instance, const DpdkPortOptions& options = {});
     ~DpdkPort() override;
     DpdkPort(const DpdkPort&) = delete;
@@ -106,6 +109,12 @@ public:
 
 private:
     void start(const std::string& spec, const std::string& instance, const DpdkPortOptions& options);
+    // The first port of the process starts the EAL with its device on the
+    // command line (`args`); later ones attach theirs to it (hotplug).
+    void start_eal(const std::string& spec, std::vector<std::string>& args);
+    void attach(const std::string& spec, const std::string& vdev);
+    // The rest: MTU, queues, mempool, start, rx wake fd, MAC and link.
+    void finish_start(const std::string& spec, const std::string& vdev, const DpdkPortOptions& options);
     // Stops and frees whatever start() got done, in reverse order.
     void shutdown();
     // One rte_eth_tx_burst of the queued frames; keeps what the NIC refused.

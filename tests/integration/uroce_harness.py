@@ -196,6 +196,35 @@ class Daemon:
         self.tmp.cleanup()
 
 
+class HostedDevice(Daemon):
+    """A device another Daemon's process serves (uroced --device ...,
+    docs/daemon.md "Several devices in one daemon"): its own name, address,
+    namespace and state directory, the host's process and log."""
+
+    def __init__(self, host, *, name, ip, netns, state, ready_seconds=60):
+        self.host = host
+        self.uroce = host.uroce
+        self.name = name
+        self.ip = ip
+        self.netns = netns
+        self.state = state
+        self.proc = host.proc
+        r = subprocess.run([self.uroce, "status", "--state-dir", state, "--device", name, "--wait",
+                            str(ready_seconds)], capture_output=True, text=True, timeout=ready_seconds + 30)
+        if r.returncode != 0:
+            raise RuntimeError(f"{name} of {host.name}'s uroced did not become ready\n{r.stderr}\n{host.log_text()}")
+        self.status_text = r.stdout
+
+    def __repr__(self):
+        return f"HostedDevice({self.name} of {self.host.name}, {self.netns or 'host'})"
+
+    def log_text(self):
+        return self.host.log_text()
+
+    def close(self):
+        pass  # the host's process goes with the host; the state directory with the Topology
+
+
 class VethNamespaces:
     """Two network namespaces joined by a veth pair, each end with an IPv4
     address the kernel owns too (the programs' TCP exchange uses it) and that
@@ -289,6 +318,11 @@ class Topology:
     pair, --ip equal to that end's own address; the server runs in the first
     namespace, the client in the second and connects to the server's address.
     loopback-jumbo: the same with --mtu 9000 (active IB MTU 4096).
+    veth-one-daemon: the veth topology served by one uroced (in the first
+    namespace) holding both devices: the second is a --device whose
+    af_packet port the daemon opens inside the second namespace.
+    memif-one-daemon: the memif topology served by one uroced: its two
+    devices' memif ports (server and client) meet inside the process.
     veth-jumbo: the same as veth on a veth with a 9000-byte MTU (active IB MTU 4096).
     memif: the same two namespaces and veth (the programs' TCP exchange), but
     the daemons' RoCE frames go over net_memif (shared memory; docs/wires.md)
@@ -304,6 +338,7 @@ class Topology:
         self.daemons = []
         self.net = None
         self.memif_dir = None
+        self.hosted_dir = None  # the state directory of a device a Daemon hosts
         try:
             if kind in ("loopback", "loopback-jumbo"):
                 jumbo = ("--mtu", "9000") if kind == "loopback-jumbo" else ()
@@ -313,6 +348,8 @@ class Topology:
                 self.client = Endpoint(d, "127.0.0.1")
             elif kind == "memif":
                 self._start_memif(uroced, uroce)
+            elif kind in ("veth-one-daemon", "memif-one-daemon"):
+                self._start_one_daemon(kind, uroced, uroce)
             elif kind in ("veth", "veth-jumbo"):
                 self.net = VethNamespaces(mtu=9000 if kind == "veth-jumbo" else 1500)
                 for ns, ifname, ip, name in zip(self.net.ns, self.net.ifname, self.net.ip, ["uroce_a", "uroce_b"]):
@@ -337,7 +374,30 @@ class Topology:
         self.server = Endpoint(self.daemons[0], self.net.ip[0])
         self.client = Endpoint(self.daemons[1], self.net.ip[0])
 
+    def _start_one_daemon(self, kind, uroced, uroce):
+        self.net = VethNamespaces()
+        self.hosted_dir = tempfile.TemporaryDirectory(prefix="uroce_b-")
+        if kind == "memif-one-daemon":
+            self.memif_dir = tempfile.TemporaryDirectory(prefix="uroce-memif-")
+            socket = os.path.join(self.memif_dir.name, "memif.sock")
+            ports = [f"net_memif0,role=server,socket={socket}", f"net_memif1,role=client,socket={socket}"]
+            ips = [f"{self.MEMIF_SUBNET}.1", f"{self.MEMIF_SUBNET}.2"]
+        else:
+            ports = [f"net_af_packet{i},iface={ifname}" for i, ifname in enumerate(self.net.ifname)]
+            ips = self.net.ip
+        second = f"name=uroce_b,port={ports[1]},ip={ips[1]},state-dir={self.hosted_dir.name},netns={self.net.ns[1]}"
+        host = Daemon(uroced, uroce, name="uroce_a", ip=ips[0], port=ports[0], netns=self.net.ns[0],
+                      extra=("--device", second) + self.daemon_args)
+        self.daemons = [host]
+        hosted = HostedDevice(host, name="uroce_b", ip=ips[1], netns=self.net.ns[1], state=self.hosted_dir.name)
+        self.server = Endpoint(host, self.net.ip[0])
+        self.client = Endpoint(hosted, self.net.ip[0])
+
     def describe(self):
+        if self.kind.endswith("-one-daemon"):
+            return (f"one uroced (pid {self.daemons[0].proc.pid}): {self.server.device} in {self.net.ns[0]} "
+                    f"<-{self.kind.split('-')[0]}-> {self.client.device} in {self.net.ns[1]} "
+                    f"(TCP over the veth, {self.net.ip[0]})")
         if self.kind in ("loopback", "loopback-jumbo"):
             return f"one uroced ({self.server.device}) on the loopback port, TCP over 127.0.0.1"
         if self.kind == "memif":
@@ -361,12 +421,15 @@ class Topology:
         if self.memif_dir:
             self.memif_dir.cleanup()
             self.memif_dir = None
+        if self.hosted_dir:
+            self.hosted_dir.cleanup()
+            self.hosted_dir = None
 
 
 def skip_reason(kind, tools):
     """Why the data tests of `kind` cannot run here, or None."""
     if os.geteuid() != 0:
-        if kind in ("veth", "veth-jumbo", "memif"):
+        if kind in ("veth", "veth-jumbo", "memif", "veth-one-daemon", "memif-one-daemon"):
             return "needs root to create network namespaces and a veth pair"
         return "needs root to create /dev/infiniband/uverbs_uroce_lo (see docs/daemon.md for the unprivileged recipe)"
     missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if not kind.startswith("loopback") else []))

@@ -3,10 +3,12 @@
 //   uroced --port loopback --ip 192.0.2.1 [--ip 2001:db8::1] [--name uroce0]
 //          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 0-99 (1)] [--spin-us 200] [--stall-ms 100]
 //          [--fault RULE]... [--fault-seed N] [--no-fault-hook] [--no-capture-hook]
+//          [--device name=N,port=SPEC,ip=ADDR,state-dir=DIR[,mtu=M][,netns=NS]]...
 //
-// Publishes the device under the state directory (a sysfs-style tree for
+// Publishes each device under its state directory (a sysfs-style tree for
 // libibverbs, the /dev/infiniband node, the control socket) and serves
-// clients until SIGINT or SIGTERM. Logs go to stderr.
+// clients until SIGINT or SIGTERM, every device from one loop thread
+// (device_instance.h). Logs go to stderr.
 #include <sched.h>
 #include <signal.h>
 #include <sys/uio.h>
@@ -15,72 +17,31 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <atomic>
-#include <filesystem>
-#include <functional>
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
-#include "capturing_port.h"
 #include "client_quota.h"
 #include "control_server.h"
 #include "datapath.h"
-#include "idle_wait.h"
-#include "net/fault_port.h"
-#include "net/loopback_port.h"
-#include "udp_sink.h"
-#ifdef UROCE_HAVE_DPDK
-#include "dpdk_port.h"
-#endif
-#include "device/device.h"
-#include "device_node.h"
+#include "device_instance.h"
+#include "device_spec.h"
 #include "dpdk_instance.h"
 #include "fault/rule_parse.h"
-#include "instance_lock.h"
+#include "idle_wait.h"
 #include "log.h"
 #include "loop_stalls.h"
+#include "net/fault_port.h"
 #include "realtime.h"
-#include "sysfs_tree.h"
-#include "wire/describe.h"
 
 namespace {
 
 std::atomic<bool> stop_requested{false};
 
 void on_signal(int) { stop_requested.store(true); }
-
-// A locally administered unicast MAC derived from the device name, so a
-// loopback device keeps its GIDs across restarts.
-uroce::wire::MacAddr loopback_mac(const std::string& name) {
-    const std::size_t h = std::hash<std::string>{}(name);
-    return {0x02, 0x75, static_cast<std::uint8_t>(h >> 24), static_cast<std::uint8_t>(h >> 16),
-            static_cast<std::uint8_t>(h >> 8), static_cast<std::uint8_t>(h)};
-}
-
-// Takes the state directory's lock for `name`; false (logged) when another
-// uroced holds it or it cannot be taken.
-bool lock_instance(const uroce::daemon::InstanceLock& lock, const std::string& name, const std::string& state_dir) {
-    using Outcome = uroce::daemon::InstanceLock::Outcome;
-    switch (lock.outcome()) {
-        case Outcome::Acquired:
-            if (lock.found_stale()) {
-                uroce::daemon::log_warn("the last uroced of {} in {} did not stop cleanly; removing what it left",
-                                        name, state_dir);
-            }
-            return true;
-        case Outcome::HeldByOther:
-            uroce::daemon::log_error("another uroced ({}) is serving {} from {} (it holds {}); stop it first, or "
-                                     "give this one another --name or --state-dir",
-                                     lock.holder_pid() ? fmt::format("pid {}", *lock.holder_pid()) : "pid unknown",
-                                     name, state_dir, lock.path().string());
-            return false;
-        case Outcome::Failed:
-            uroce::daemon::log_error("{}", lock.problem());
-            return false;
-    }
-    return false;
-}
 
 // The daemon's one loop: the data path runs while there is work and for a
 // short spin window after it; then the rings' doorbells are armed, the rings
@@ -114,10 +75,53 @@ constexpr std::chrono::microseconds kRealtimeSpinWithRxFd{0};
 constexpr int kDefaultRealtimePriority = 1;
 constexpr std::chrono::microseconds kRealtimeSpinWithoutRxFd{20};
 
-// `faults`, when the fault hook is installed, holds frames back: its next
-// deadline wakes the loop too.
-void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& datapath, uroce::net::Port& port,
-              const LoopSchedule& schedule, const uroce::net::FaultPort* faults) {
+using Devices = std::vector<std::unique_ptr<uroce::daemon::DeviceInstance>>;
+
+// One pass of every device's data path; whether any of them worked.
+bool poll_datapaths(Devices& devices, std::chrono::steady_clock::time_point now) {
+    bool worked = false;
+    for (auto& d : devices) {
+        worked = d->datapath().poll(now) || worked;
+    }
+    return worked;
+}
+
+// The earliest of the devices' timers and of the frames their fault hooks
+// hold back (a delayed or reordered frame falls due), and `cap`.
+std::chrono::steady_clock::time_point next_deadline(Devices& devices, std::chrono::steady_clock::time_point cap) {
+    auto deadline = cap;
+    for (auto& d : devices) {
+        if (const auto t = d->datapath().next_deadline(); t && *t < deadline) {
+            deadline = *t;
+        }
+        if (const auto* faults = d->faults(); faults != nullptr) {
+            if (const auto held = faults->next_deadline(); held && *held < deadline) {
+                deadline = *held;
+            }
+        }
+    }
+    return deadline;
+}
+
+// Whether every device's frames wake the loop: a port with an rx wake fd
+// (watched), or one with no wire (loopback), which receives only what this
+// loop sent, so nothing arrives while the loop sleeps.
+bool watch_devices(uroce::daemon::IdleWait& idle, Devices& devices) {
+    bool frames_wake_loop = true;
+    for (auto& d : devices) {
+        idle.watch(d->server().epoll_fd());
+        idle.watch(d->server().doorbell_fd());
+        const auto& port = d->port();
+        const bool wakes = (port.rx_wait_fd() >= 0 && idle.watch_rx(port.rx_wait_fd())) || !port.has_wire();
+        frames_wake_loop = frames_wake_loop && wakes;
+    }
+    return frames_wake_loop;
+}
+
+// The daemon's one loop for all its devices (docs/daemon.md "Several devices
+// in one daemon"): each round polls every device's data path, and the sleep
+// waits on all their control sockets, doorbells and rx wake fds at once.
+void run_loop(Devices& devices, const LoopSchedule& schedule) {
     using namespace uroce;
     using Clock = std::chrono::steady_clock;
     daemon::IdleWait idle;
@@ -131,12 +135,10 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         daemon::log_info("loop thread: SCHED_FIFO priority {}, {} ms busy budget", priority,
                          daemon::RealtimeClass::kBusyBudget.count());
     }
-    datapath.set_idle_counters(&idle.counters());  // for STATS, served from this loop
-    idle.watch(server.epoll_fd());
-    idle.watch(server.doorbell_fd());
-    // A port with no wire (loopback) receives only what this loop sent, so,
-    // like a port with an rx wake fd, nothing arrives while the loop sleeps.
-    const bool frames_wake_loop = (port.rx_wait_fd() >= 0 && idle.watch_rx(port.rx_wait_fd())) || !port.has_wire();
+    for (auto& d : devices) {
+        d->datapath().set_idle_counters(&idle.counters());  // for STATS, served from this loop
+    }
+    const bool frames_wake_loop = watch_devices(idle, devices);
     daemon::IdlePolicyConfig idle_config;
     if (realtime.state() == daemon::RealtimeState::Running) {
         idle_config.spin = frames_wake_loop ? kRealtimeSpinWithRxFd : kRealtimeSpinWithoutRxFd;
@@ -149,11 +151,15 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
     }
     daemon::IdlePolicy policy(idle_config);
     daemon::LoopWatch watch(schedule.stall_threshold);
-    server.set_loop_stalls(&watch.counters());  // for LOOP_STALLS, served from this loop
-    auto serve_control = [&server, &watch] {
-        server.poll_once(0);
-        const auto slowest = server.take_slowest_op();
-        watch.control_served(slowest.op, slowest.took);
+    for (auto& d : devices) {
+        d->server().set_loop_stalls(&watch.counters());  // for LOOP_STALLS, served from this loop
+    }
+    auto serve_control = [&devices, &watch] {
+        for (auto& d : devices) {
+            d->server().poll_once(0);
+            const auto slowest = d->server().take_slowest_op();
+            watch.control_served(slowest.op, slowest.took);
+        }
         watch.phase_done(daemon::LoopPhase::Control, Clock::now());
     };
     Clock::time_point next_control = Clock::now();
@@ -162,7 +168,7 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
         realtime.check_budget();
         Clock::time_point now = Clock::now();
         watch.begin_round(now);
-        bool worked = datapath.poll(now);
+        bool worked = poll_datapaths(devices, now);
         watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
         if (now >= next_control) {
             // Control messages are rare; look at most every 100 us while busy.
@@ -170,19 +176,13 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
             next_control = now + std::chrono::microseconds(100);
         }
         if (now >= next_pools) {
-            server.poll_pools(now);  // relaxed-MR invalidation timers
-            server.check_clients(now);  // clients whose process exec'ed or exited
+            for (auto& d : devices) {
+                d->server().poll_pools(now);  // relaxed-MR invalidation timers
+                d->server().check_clients(now);  // clients whose process exec'ed or exited
+            }
             next_pools = now + std::chrono::milliseconds(10);
         }
-        auto deadline = datapath.next_deadline();
-        if (!deadline || *deadline > next_pools) {
-            deadline = next_pools;
-        }
-        if (faults != nullptr) {
-            if (const auto held = faults->next_deadline(); held && *held < *deadline) {
-                deadline = held;  // a delayed or reordered frame falls due
-            }
-        }
+        const std::optional<Clock::time_point> deadline = next_deadline(devices, next_pools);
         const daemon::IdlePolicy::Decision d = policy.after_poll(worked, now, deadline, frames_wake_loop);
         watch.phase_done(daemon::LoopPhase::Housekeeping, Clock::now());
         if (!d.sleep) {
@@ -196,8 +196,10 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
             continue;
         }
         // rings.h doorbell protocol: arm, then look once more before sleeping.
-        datapath.arm_doorbells();
-        if (datapath.poll(Clock::now())) {
+        for (auto& device : devices) {
+            device->datapath().arm_doorbells();
+        }
+        if (poll_datapaths(devices, Clock::now())) {
             (void)policy.after_poll(true, Clock::now(), deadline, frames_wake_loop);
             watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
             continue;
@@ -213,24 +215,20 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
             // Drain the doorbell so the next sleep blocks again. RWF_NOWAIT:
             // every client holds this eventfd's open file description and
             // could clear its O_NONBLOCK; the daemon must not block here.
-            std::uint64_t rings = 0;
-            iovec iov{&rings, sizeof rings};
-            [[maybe_unused]] const ssize_t r = ::preadv2(server.doorbell_fd(), &iov, 1, -1, RWF_NOWAIT);
+            for (auto& device : devices) {
+                std::uint64_t rings = 0;
+                iovec iov{&rings, sizeof rings};
+                [[maybe_unused]] const ssize_t r =
+                    ::preadv2(device->server().doorbell_fd(), &iov, 1, -1, RWF_NOWAIT);
+            }
         }
     }
-    datapath.set_idle_counters(nullptr);
-    server.set_loop_stalls(nullptr);
-    const auto& e = datapath.engine().counters();
+    for (auto& d : devices) {
+        d->datapath().set_idle_counters(nullptr);
+        d->server().set_loop_stalls(nullptr);
+        d->log_summary();
+    }
     const auto& i = idle.counters();
-    daemon::log_info("engine: {} packets in, {} out, {} dropped, {} retransmitted, {} timeouts, {} RNR NAKs sent, "
-                     "{} received, {} sequence NAKs sent, {} received, {} duplicates, {} bad WQEs",
-                     e.rx_packets, e.tx_packets, e.rx_dropped, e.retransmits, e.timeouts, e.rnr_naks_sent,
-                     e.rnr_naks_received, e.seq_naks_sent, e.seq_naks_received, e.duplicates, e.bad_wqes);
-    datapath.log_cm_summary();
-    const net::MembershipCounters m = datapath.membership().counters();
-    daemon::log_info("multicast membership: {} reports sent, {} leaves, {} queries answered or ignored, "
-                     "{} malformed queries, {} refused by the port, {} groups reported now",
-                     m.reports_sent, m.leaves_sent, m.queries, m.malformed, m.tx_refused, m.groups);
     daemon::log_info("idle: {} sleeps ({} woken by an fd), {:.3f} s asleep", i.sleeps, i.woken_by_fd,
                      static_cast<double>(i.slept_ns) / 1e9);
     if (priority != 0) {
@@ -243,24 +241,51 @@ void run_loop(uroce::daemon::ControlServer& server, uroce::daemon::Datapath& dat
                      w.rounds_over_20ms, w.rounds_over_100ms, w.rounds_over_1s);
 }
 
+// The devices' specs from the command line: the single-device flags
+// describe the first, each --device one more. Empty (logged) when one is bad.
+std::vector<uroce::daemon::DeviceSpec> device_specs(const uroce::daemon::DeviceSpec& first,
+                                                    const std::vector<std::string>& device_texts) {
+    using namespace uroce;
+    std::vector<daemon::DeviceSpec> specs;
+    if (std::string problem = daemon::check_device_spec(first); !problem.empty()) {
+        daemon::log_error("--{}", problem);
+        return {};
+    }
+    specs.push_back(first);
+    for (const std::string& text : device_texts) {
+        daemon::ParsedDeviceSpec parsed = daemon::parse_device_spec(text);
+        if (!parsed.spec) {
+            daemon::log_error("--device {}: {}", text, parsed.error);
+            return {};
+        }
+        specs.push_back(std::move(*parsed.spec));
+    }
+    if (std::string problem = daemon::check_device_set(specs); !problem.empty()) {
+        daemon::log_error("--device: {}", problem);
+        return {};
+    }
+    return specs;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     using namespace uroce;
     CLI::App app{"uroced: the uroce software RoCEv2 device daemon"};
-    std::string port_spec;
-    std::vector<std::string> ip_texts;
-    std::string name = "uroce0";
-    std::string state_dir = "/run/uroce";
-    std::uint32_t mtu = 0;
-    app.add_option("--port", port_spec,
+    daemon::DeviceSpec first;
+    app.add_option("--port", first.port,
                    "'loopback' (no NIC), a PCI address, or DPDK vdev devargs such as net_af_packet0,iface=veth0")
         ->required();
-    app.add_option("--ip", ip_texts, "IPv4 or IPv6 address of the port (repeatable)")->required();
-    app.add_option("--name", name, "device name (must start with 'uroce')")->capture_default_str();
-    app.add_option("--state-dir", state_dir, "where the device is published")->capture_default_str();
-    app.add_option("--mtu", mtu, "Ethernet MTU of the port (default: the port's own, 1500 for loopback)")
-        ->check(CLI::Range(576u, 9216u));
+    app.add_option("--ip", first.ips, "IPv4 or IPv6 address of the port (repeatable)")->required();
+    app.add_option("--name", first.name, "device name (must start with 'uroce')")->capture_default_str();
+    app.add_option("--state-dir", first.state_dir, "where the device is published")->capture_default_str();
+    app.add_option("--mtu", first.mtu, "Ethernet MTU of the port (default: the port's own, 1500 for loopback)")
+        ->check(CLI::Range(daemon::kMinMtu, daemon::kMaxMtu));
+    std::vector<std::string> device_texts;
+    app.add_option("--device", device_texts,
+                   "one more device served by the same loop thread: "
+                   "name=N,port=SPEC,ip=ADDR,state-dir=DIR[,mtu=M][,netns=NS] (repeatable; a DPDK port's devargs "
+                   "follow port=; netns: open the port inside /run/netns/NS; docs/daemon.md)");
     LoopSchedule schedule;
     app.add_option("--realtime-priority", schedule.realtime_priority,
                    "run the loop thread SCHED_FIFO at this priority (1-99, default 1; 0: SCHED_OTHER); "
@@ -316,158 +341,35 @@ int main(int argc, char** argv) {
     }
     schedule.stall_threshold = std::chrono::milliseconds(stall_ms);
 
-    if (name.rfind("uroce", 0) != 0 || name.size() > 32 || name.find('/') != std::string::npos) {
-        daemon::log_error("--name {}: must start with 'uroce' (the provider claims that prefix), at most 32 characters, "
-                          "no '/'", name);
+    const std::vector<daemon::DeviceSpec> specs = device_specs(first, device_texts);
+    if (specs.empty()) {
         return 2;
     }
-    device::DeviceConfig cfg;
-    cfg.name = name;
-    for (const auto& t : ip_texts) {
-        auto gid = device::parse_ip(t);
-        if (!gid) {
-            daemon::log_error("--ip {}: not an IPv4 or IPv6 address", t);
-            return 2;
-        }
-        cfg.ips.push_back(*gid);
-    }
-    std::vector<fault::Rule> fault_rules;
+    daemon::DeviceHooks hooks;
+    hooks.fault_seed = fault_seed;
+    hooks.fault_hook = !no_fault_hook;
+    hooks.capture_hook = !no_capture_hook;
     for (const auto& t : fault_texts) {
         const fault::ParsedRule parsed = fault::parse_rule(t);
         if (!parsed.rule) {
             daemon::log_error("--fault {}: {}", t, parsed.error);
             return 2;
         }
-        fault_rules.push_back(*parsed.rule);
+        hooks.fault_rules.push_back(*parsed.rule);
     }
-    if (no_fault_hook && !fault_rules.empty()) {
+    if (no_fault_hook && !hooks.fault_rules.empty()) {
         daemon::log_error("--fault and --no-fault-hook: the rules need the hook");
         return 2;
     }
-    std::unique_ptr<daemon::InstanceLock> lock;
+    quota_flags.bytes = quota_memory_mib << 20;
+    hooks.quota_flags = quota_flags;
     try {
-        std::filesystem::create_directories(state_dir);
-        lock = std::make_unique<daemon::InstanceLock>(state_dir, name);
-    } catch (const std::exception& e) {
-        daemon::log_error("{}", e.what());
-        return 1;
-    }
-    if (!lock_instance(*lock, name, state_dir)) {
-        return 1;
-    }
-    try {
-#ifdef UROCE_HAVE_DPDK
-        std::unique_ptr<port::DpdkPort> nic;
-#endif
-        std::unique_ptr<net::LoopbackPort> loop;
-        net::Port* port = nullptr;
-        if (port_spec == "loopback") {
-            cfg.port.mac = loopback_mac(name);
-            cfg.port.netdev_mtu = mtu != 0 ? mtu : 1500;
-            net::LoopbackConfig lc;
-            lc.mac = cfg.port.mac;
-            lc.max_frame = cfg.port.netdev_mtu + 18;  // Ethernet header and one VLAN tag
-            loop = std::make_unique<net::LoopbackPort>(lc);
-            port = loop.get();
-        } else {
-#ifdef UROCE_HAVE_DPDK
-            port::DpdkPortOptions options;
-            options.mtu = mtu;
-            nic = std::make_unique<port::DpdkPort>(port_spec, daemon::dpdk_instance(name, state_dir), options);
-            const auto& info = nic->info();
-            cfg.port.mac = info.mac;
-            cfg.port.netdev_mtu = info.mtu;  // the effective MTU, after the port clamped --mtu
-            cfg.port.link_up = info.link_up;
-            if (info.speed_mbps != 0) {
-                cfg.port.speed_mbps = info.speed_mbps;
-            }
-            port = nic.get();
-            daemon::log_info("DPDK port {} ({}), MAC {}, MTU {}, link {}", port_spec, info.driver,
-                             wire::to_string(info.mac), info.mtu, info.link_up ? "up" : "down");
-#else
-            daemon::log_error("--port {}: this uroced was built without DPDK; only 'loopback' is available",
-                              port_spec);
-            return 2;
-#endif
-        }
-        // Device limits the daemon can reach: every CQ, QP and SRQ costs it
-        // one mapping (and a CQ with a channel one descriptor).
-        const daemon::DeviceBudget budget = daemon::measure_device_budget();
-        daemon::QuotaLimits quota = daemon::default_quota(budget);
-        quota_flags.bytes = quota_memory_mib << 20;
-        for (auto [flag, value] : {std::pair{quota_flags.objects, &quota.objects},
-                                   std::pair{quota_flags.mappings, &quota.mappings},
-                                   std::pair{quota_flags.bytes, &quota.bytes}, std::pair{quota_flags.fds, &quota.fds}}) {
-            if (flag != 0) {
-                *value = flag;
-            }
-        }
-        auto reachable = [&](std::uint32_t& limit) {
-            limit = static_cast<std::uint32_t>(std::min<std::uint64_t>({limit, budget.mappings, budget.fds}));
-        };
-        reachable(cfg.queue_limits.max_cq);
-        reachable(cfg.queue_limits.max_qp);
-        reachable(cfg.queue_limits.max_srq);
-        daemon::log_info("budget: {} mappings, {} descriptors; per client: {} objects, {} mappings, {} MiB, {} fds",
-                         budget.mappings, budget.fds, quota.objects, quota.mappings, quota.bytes >> 20, quota.fds);
-        device::Device dev(cfg);
-        const std::string socket_path = (std::filesystem::path(state_dir) / (name + ".sock")).string();
-        daemon::ControlServer server(socket_path, dev);
-        server.set_quota(daemon::ClientQuota(quota, budget));
-        // Packet capture (docs/capture.md): what the data path sends passes
-        // the tap on its way to the port. The fault hook sits in front of it
-        // (Datapath -> FaultPort -> CapturingPort -> port), so a frame it
-        // drops on the way out is recorded once, as dropped, not as sent.
-        daemon::CaptureTap capture_tap;
-        daemon::CapturingPort capturing_port(*port, capture_tap);
-        if (!no_capture_hook) {
-            port = &capturing_port;
-        }
-        std::unique_ptr<net::FaultPort> faults;
-        if (!no_fault_hook) {
-            faults = std::make_unique<net::FaultPort>(*port, fault_seed);
-            for (const fault::Rule& r : fault_rules) {
-                daemon::log_info("fault rule {}: {}", faults->add_rule(r), fault::format_rule(r));
-            }
-            faults->set_drop_observer([&capture_tap](fault::Direction way, std::span<const std::uint8_t> frame,
-                                                     std::string_view rule) {
-                if (capture_tap.active()) [[unlikely]] {
-                    const auto direction =
-                        way == fault::Direction::Rx ? daemon::CaptureDirection::Received : daemon::CaptureDirection::Sent;
-                    capture_tap.record_dropped(direction, frame, fmt::format("dropped by fault injection: {}", rule));
-                }
-            });
-            port = faults.get();
-            server.attach_faults(*faults);
-        }
-        daemon::Datapath datapath(dev, *port);
-        if (!no_capture_hook) {
-            datapath.set_capture(capture_tap);
-        }
-        server.attach(datapath);
-        // On a kernel interface (af_packet) the host stack sees our RoCE
-        // traffic too: keep it from answering with ICMP port unreachable.
-        std::unique_ptr<daemon::UdpSink> sink;
-        if (port->has_wire()) {
-            std::string problem;
-            sink = daemon::UdpSink::open(problem);
-            if (!problem.empty()) {
-                daemon::log_warn("{}", problem);
-            }
-        }
-
-        daemon::SysfsDevice sd;
-        sd.name = name;
-        sd.node_guid = dev.node_guid();
-        sd.control_socket = socket_path;
-        sd.gids = dev.gids();
-        daemon::SysfsTree tree(std::filesystem::path(state_dir) / "sys", sd);
-        const daemon::DeviceNode node(tree.uverbs_name());
-        if (!node.problem().empty()) {
-            daemon::log_warn("{}", node.problem());
-        }
-        if (tree.removed_stale() || node.removed_stale()) {
-            daemon::log_info("removed the stale entries of a uroced that did not stop cleanly");
+        // The first device names the EAL's files; every DPDK port of the
+        // daemon shares that one EAL (dpdk_port.h).
+        const std::string eal = daemon::dpdk_instance(specs.front().name, specs.front().state_dir);
+        Devices devices;
+        for (const daemon::DeviceSpec& spec : specs) {
+            devices.push_back(std::make_unique<daemon::DeviceInstance>(spec, hooks, eal));
         }
 
         struct sigaction sa {};
@@ -476,13 +378,18 @@ int main(int argc, char** argv) {
         sigaction(SIGTERM, &sa, nullptr);
         signal(SIGPIPE, SIG_IGN);
 
-        daemon::log_info("{} ready: port {} (MTU {}, active IB MTU {}), {} GIDs, state in {}", name, port_spec,
-                         cfg.port.netdev_mtu, device::mtu_bytes(dev.active_mtu()), dev.gids().size(), state_dir);
-        daemon::log_info("clients: eval \"$(uroce env --state-dir {})\", or uroce exec -- PROGRAM", state_dir);
-        run_loop(server, datapath, *port, schedule, faults.get());
+        for (const auto& d : devices) {
+            d->log_ready();
+        }
+        run_loop(devices, schedule);
 
-        daemon::log_info("stopping: telling {} clients the device is gone", dev.client_count());
-        server.shutdown_clients();
+        for (auto& d : devices) {
+            d->shutdown_clients();
+        }
+        // The devices go in reverse order: the first port's EAL goes last.
+        while (!devices.empty()) {
+            devices.pop_back();
+        }
     } catch (const std::exception& e) {
         daemon::log_error("{}", e.what());
         return 1;
