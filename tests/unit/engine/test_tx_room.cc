@@ -3,10 +3,15 @@
 // sends, so the port need not copy the frame. SEND, WRITE, READ responses and
 // atomics still arrive byte for byte when every room is scribbled over once
 // its frame has gone, when the port refuses frames (the engine keeps its own
-// copy), with loss and duplication, and when the room is too small for a
-// full packet (the engine falls back to its own buffer).
+// copy, which needs neither the MR nor its pages any more), with loss and
+// duplication, and when the room is too small for a full packet (the engine
+// falls back to its own buffer).
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <random>
 
 #include "engine_fixture.h"
@@ -77,8 +82,8 @@ TEST_F(TxRoom, SendWriteAndReadAreBuiltInTheRoomAndArriveIntact) {
 }
 
 TEST_F(TxRoom, AtomicsUseTheRoom) {
-    std::uint64_t target = 40;
-    std::uint64_t original = 0;
+    alignas(8) std::uint64_t target = 40;
+    alignas(8) std::uint64_t original = 0;
     const auto tmr = b_.reg(&target, sizeof target, kAllAccess);
     const auto omr = a_.reg(&original, sizeof original, kAllAccess);
     uroce_send_wqe w = send_wqe(WrOpcode::AtomicFetchAndAdd, 9, 1);
@@ -107,6 +112,43 @@ TEST_F(TxRoom, RefusedFramesAreKeptAsCopiesAndStillArrive) {
     EXPECT_GT(wire_.refused, 0u);
     EXPECT_GT(a_.engine().counters().tx_deferred, 0u);
     EXPECT_GT(wire_.built_in_room, 0u);
+}
+
+TEST_F(TxRoom, AFrameWaitingToGoNeedsNeitherTheMrNorItsMemory) {
+    // A WRITE is built in the room while the port is full; the engine keeps
+    // its copy. The source MR is deregistered and its pages unmapped before
+    // the port takes the frame: what arrives is what was there at the post,
+    // and nothing reads the unmapped pages (the WRITE completes).
+    const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    void* mapped = ::mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(mapped, MAP_FAILED);
+    auto* src = static_cast<std::uint8_t*>(mapped);
+    constexpr std::uint32_t kSize = 600;  // one packet
+    std::vector<std::uint8_t> expected(kSize), dst(kSize, 0);
+    fill_pattern(expected, 11);
+    std::copy(expected.begin(), expected.end(), src);
+    const auto smr = a_.reg(src, kSize, kAllAccess);
+    const auto dmr = b_.reg(dst.data(), dst.size(), kAllAccess);
+    bool port_full = true;
+    wire_.refuse = [&port_full](int sender, std::span<const std::uint8_t>) { return port_full && sender == 0; };
+    uroce_send_wqe wr = send_wqe(WrOpcode::RdmaWrite, 5, 1);
+    wr.u.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(dst.data());
+    wr.u.rdma.rkey = dmr.rkey;
+    const uroce_sge s = sge_of(src, kSize, smr.lkey);
+    qa_.post_send(wr, std::span(&s, 1));
+    ASSERT_TRUE(run_until([&] { return wire_.refused > 0; }));
+    EXPECT_EQ(wire_.built_in_room, 0u) << "the refused frame was not sent from the room";
+    EXPECT_EQ(a_.mrs().dereg_mr(smr.lkey, kOwner), 0);
+    ASSERT_EQ(::munmap(mapped, page), 0);
+    port_full = false;
+    std::vector<uroce_cqe> a;
+    ASSERT_TRUE(run_until([&] {
+        for (auto& e : qa_.poll()) a.push_back(e);
+        return !a.empty();
+    }));
+    EXPECT_EQ(a[0].status, 0u);
+    EXPECT_EQ(dst, expected);
+    EXPECT_EQ(a_.engine().counters().dma_faults, 0u);
 }
 
 TEST_F(TxRoom, LossAndDuplicationStillDeliverEveryByte) {
