@@ -504,12 +504,12 @@ std::span<std::uint8_t> DpdkPort::tx_room() {
             return {};
         }
     }
-    return {rte_pktmbuf_mtod(tx_room_, std::uint8_t*), std::min<std::size_t>(rte_pktmbuf_tailroom(tx_room_), max_frame_)};
+    return {mbuf_bytes(tx_room_), std::min<std::size_t>(rte_pktmbuf_tailroom(tx_room_), max_frame_)};
 }
 
 rte_mbuf* DpdkPort::mbuf_for(std::span<const std::uint8_t> frame) {
     const auto length = static_cast<std::uint16_t>(frame.size());
-    if (tx_room_ != nullptr && frame.data() == rte_pktmbuf_mtod(tx_room_, const std::uint8_t*)) {
+    if (tx_room_ != nullptr && frame.data() == mbuf_bytes(tx_room_)) {
         rte_mbuf* m = std::exchange(tx_room_, nullptr);
         (void)rte_pktmbuf_append(m, length);  // fits: send() checked it against max_frame_, the room's size
         return m;
