@@ -24,6 +24,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "packet_wake_ring.h"
@@ -386,9 +387,9 @@ void DpdkPort::finish_start(const std::string& spec, const std::string& vdev, co
 
     // Every mbuf that can be out of the pool at once: a full RX ring, a full
     // TX ring (freed only as the NIC completes), two bursts held by the
-    // engine between receive() and release(), the send queue, and the
-    // per-core cache. 2^n - 1 suits rte_mempool's ring best.
-    const unsigned needed = rx_ring + tx_ring + 2u * kBurst + kTxQueue + kMbufCache * 3 / 2;
+    // engine between receive() and release(), the send queue, the room lent
+    // by tx_room(), and the per-core cache. 2^n - 1 suits rte_mempool's ring best.
+    const unsigned needed = rx_ring + tx_ring + 2u * kBurst + kTxQueue + 1 + kMbufCache * 3 / 2;
     const unsigned mbufs = std::bit_ceil(needed + 1) - 1;
     // One segment per frame: the data room holds the largest frame (and, for
     // af_packet, a whole ring slot, which its rx queue setup insists on).
@@ -456,6 +457,9 @@ void DpdkPort::finish_start(const std::string& spec, const std::string& vdev, co
 DpdkPort::~DpdkPort() { shutdown(); }
 
 void DpdkPort::shutdown() {
+    if (tx_room_ != nullptr) {
+        rte_pktmbuf_free(std::exchange(tx_room_, nullptr));
+    }
     if (tx_queued_ > 0) {
         rte_pktmbuf_free_bulk(tx_queue_.data(), tx_queued_);
         tx_queued_ = 0;
@@ -543,18 +547,11 @@ bool DpdkPort::send(std::span<const std::uint8_t> frame) {
             return false;
         }
     }
-    rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(mempool_));
+    rte_mbuf* m = mbuf_for(frame);
     if (m == nullptr) {
         counters_.tx_dropped += 1;
         return false;
     }
-    char* data = rte_pktmbuf_append(m, static_cast<std::uint16_t>(frame.size()));
-    if (data == nullptr) {  // cannot happen: the data room holds max_frame_
-        rte_pktmbuf_free(m);
-        counters_.tx_dropped += 1;
-        return false;
-    }
-    std::memcpy(data, frame.data(), frame.size());
     if (info_.ipv4_checksum_offload) {
         request_ipv4_checksum(m);
     }
@@ -562,6 +559,38 @@ bool DpdkPort::send(std::span<const std::uint8_t> frame) {
     tx_lengths_[tx_queued_] = static_cast<std::uint32_t>(frame.size());
     ++tx_queued_;
     return true;
+}
+
+std::span<std::uint8_t> DpdkPort::tx_room() {
+    if (tx_room_ == nullptr) {
+        tx_room_ = rte_pktmbuf_alloc(static_cast<rte_mempool*>(mempool_));
+        if (tx_room_ == nullptr) {
+            return {};
+        }
+    }
+    return {mbuf_bytes(tx_room_), std::min<std::size_t>(rte_pktmbuf_tailroom(tx_room_), max_frame_)};
+}
+
+rte_mbuf* DpdkPort::mbuf_for(std::span<const std::uint8_t> frame) {
+    const auto length = static_cast<std::uint16_t>(frame.size());
+    if (tx_room_ != nullptr && frame.data() == mbuf_bytes(tx_room_)) {
+        rte_mbuf* m = std::exchange(tx_room_, nullptr);
+        (void)rte_pktmbuf_append(m, length);  // fits: send() checked it against max_frame_, the room's size
+        return m;
+    }
+    rte_mbuf* m = rte_pktmbuf_alloc(static_cast<rte_mempool*>(mempool_));
+    if (m == nullptr) {
+        return nullptr;
+    }
+    char* data = rte_pktmbuf_append(m, length);
+    if (data == nullptr) {  // cannot happen: the data room holds max_frame_
+        rte_pktmbuf_free(m);
+        return nullptr;
+    }
+    // memmove: a frame sent twice (a fault rule's duplicate) is copied out
+    // of the mbuf the first send() queued.
+    std::memmove(data, frame.data(), frame.size());
+    return m;
 }
 
 void DpdkPort::request_ipv4_checksum(rte_mbuf* m) const {

@@ -85,6 +85,8 @@ public:
     [[nodiscard]] std::size_t receive(std::span<net::RxFrame> frames) override;
     void release(std::span<net::RxFrame> frames) override;
     bool send(std::span<const std::uint8_t> frame) override;
+    // A free mbuf's data room: a frame built there is queued without a copy.
+    [[nodiscard]] std::span<std::uint8_t> tx_room() override;
     [[nodiscard]] bool tx_pending() const override { return tx_queued_ > 0; }
     void flush() override;
 
@@ -120,6 +122,10 @@ private:
     // One rte_eth_tx_burst of the queued frames; keeps what the NIC refused.
     void transmit_queued();
     void request_ipv4_checksum(rte_mbuf* m) const;
+    // The mbuf send() queues for `frame`: the lent room when the frame was
+    // built in it, else a new one the frame is copied into; nullptr when
+    // the pool is empty.
+    rte_mbuf* mbuf_for(std::span<const std::uint8_t> frame);
 
     std::uint16_t port_id_ = 0;
     void* mempool_ = nullptr;
@@ -133,6 +139,7 @@ private:
     std::array<rte_mbuf*, kTxQueue> tx_queue_{};
     std::array<std::uint32_t, kTxQueue> tx_lengths_{};
     std::uint16_t tx_queued_ = 0;
+    rte_mbuf* tx_room_ = nullptr;  // lent by tx_room(), empty (data_len 0) until send() takes it
 
     net::PortCounters counters_;
     DpdkPortStats stats_;

@@ -298,13 +298,16 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
                                      std::span<const std::uint8_t> payload_in_place, Clock::time_point now) {
     (void)qp;
     f.payload = payload_in_place;
-    const wire::BuildResult r = wire::build_frame(f, tx_buffer_);
+    // A payload was placed in the room frame_room() chose; a frame without
+    // one chooses its room now.
+    const std::span<std::uint8_t> out = payload_in_place.empty() ? frame_room(f, 0) : room_;
+    const wire::BuildResult r = wire::build_frame(f, out);
     if (r.status != wire::BuildStatus::Ok) {
         drop(DropReason::FrameNotBuilt);
         return TxOutcome::Dropped;
     }
     ++counters_.tx_packets;
-    const std::span<std::uint8_t> frame(tx_buffer_.data(), r.length);
+    const std::span<std::uint8_t> frame(out.data(), r.length);
     // Frames leave in the order they were made: nothing overtakes a held one.
     if (held_.empty() && sink_.send_ip(frame, f.ip.dst, now)) {
         return TxOutcome::Sent;
@@ -316,6 +319,15 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
     ++counters_.tx_deferred;
     held_.push_back(HeldFrame{std::vector<std::uint8_t>(frame.begin(), frame.end()), f.ip.dst, std::nullopt});
     return TxOutcome::Held;
+}
+
+std::span<std::uint8_t> Engine::frame_room(const wire::PacketFields& f, std::size_t payload_length) {
+    // Payload, at most 3 bytes of pad and the 4-byte ICRC (IBA 9.8.3).
+    constexpr std::size_t kPadAndIcrc = 3 + 4;
+    const std::span<std::uint8_t> port_room = sink_.tx_room();
+    const bool fits = port_room.size() >= wire::payload_offset(f) + payload_length + kPadAndIcrc;
+    room_ = fits ? port_room : std::span<std::uint8_t>(tx_buffer_);
+    return room_;
 }
 
 // ---- DMA between SGE lists and packets ----

@@ -64,6 +64,10 @@ public:
     // A frame that can never go (too long for the port) must not return
     // false: it would hold everything behind it.
     virtual bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, Clock::time_point now) = 0;
+    // Where the engine may build its next frame so the port need not copy it
+    // (net::Port::tx_room: the port's own transmit buffer); empty when the
+    // sink has none, and then the engine builds in a buffer of its own.
+    [[nodiscard]] virtual std::span<std::uint8_t> tx_room() { return {}; }
 };
 
 struct EngineCounters {
@@ -258,6 +262,11 @@ private:
     }
     TxOutcome send_frame(QueuePair& qp, wire::PacketFields& f, std::span<const std::uint8_t> payload_in_place,
                          Clock::time_point now);
+    // The buffer the frame for `f` with `payload_length` bytes of payload is
+    // built in: the sink's tx_room() when it is large enough (the payload is
+    // then read from client memory straight into the port's buffer), else
+    // tx_buffer_. Remembered in room_ for send_frame.
+    std::span<std::uint8_t> frame_room(const wire::PacketFields& f, std::size_t payload_length);
     bool fill_path(const QueuePair& qp, const qp::AhAttr& path, wire::PacketFields& f) const;
     void move_to_error(QueuePair& qp, Clock::time_point now);
     dma::ClientMemory* memory(std::uint32_t owner) const;
@@ -389,6 +398,7 @@ private:
     std::deque<HeldFrame> held_;
     std::uint32_t window_share_ = 1;  // EngineConfig::engine_window over the RC QPs with work
     std::vector<std::uint8_t> tx_buffer_;
+    std::span<std::uint8_t> room_;  // of the frame being built (frame_room)
     EngineCounters counters_;
     // Explained failures (failure_report.cc).
     struct KeyRefusal {

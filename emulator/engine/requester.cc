@@ -244,7 +244,7 @@ bool Engine::send_packet(QueuePair& qp, SendWqe& w, Clock::time_point now) {
         }
         if (len > 0) {
             const std::size_t at = wire::payload_offset(f);
-            std::span<std::uint8_t> room(tx_buffer_.data() + at, len);
+            std::span<std::uint8_t> room(frame_room(f, len).data() + at, len);
             const WcStatus st = gather(qp, w, offset, room);
             if (st != WcStatus::Success) {
                 complete_wqe_error(qp, w, st, now);

@@ -779,7 +779,7 @@ void Engine::send_read_responses(QueuePair& qp, Clock::time_point now) {
             dma::ClientMemory* mem =
                 checked == RequestFailure::None && t.desc != nullptr ? memory(t.desc->owner) : nullptr;
             const std::size_t at = wire::payload_offset(f);
-            std::span<std::uint8_t> room(tx_buffer_.data() + at, len);
+            std::span<std::uint8_t> room(frame_room(f, len).data() + at, len);
             if (mem == nullptr || mem->read(t.host_addr, room.data(), len) != 0) {
                 // The region went away after the request was checked: stop;
                 // the requester's retry will be checked (and NAKed) afresh.

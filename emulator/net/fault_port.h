@@ -47,6 +47,9 @@ public:
     void release(std::span<RxFrame> frames) override;
     bool send(std::span<const std::uint8_t> frame) override;
     void flush() override;
+    // The inner port's: a frame passed on unchanged is not copied; a held,
+    // corrupted or truncated one is a copy, and the room stays lent.
+    [[nodiscard]] std::span<std::uint8_t> tx_room() override { return inner_.tx_room(); }
 
     [[nodiscard]] wire::MacAddr mac() const override { return inner_.mac(); }
     [[nodiscard]] std::size_t max_frame() const override { return inner_.max_frame(); }

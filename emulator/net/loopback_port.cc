@@ -122,6 +122,9 @@ LoopbackPort::~LoopbackPort() {
     if (held_ != nullptr) {
         wire_->give_back(held_);
     }
+    if (tx_room_ != nullptr) {
+        wire_->give_back(tx_room_);
+    }
     for (auto& end : wire_->ends) {
         if (end == this) {
             end = nullptr;
@@ -179,15 +182,30 @@ bool LoopbackPort::send(std::span<const std::uint8_t> frame) {
         counters_.tx_dropped += 1;
         return false;
     }
-    FrameBuffer* f = wire_->take();
-    if (f == nullptr) {
-        counters_.tx_dropped += 1;
-        return false;
+    FrameBuffer* f = nullptr;
+    if (tx_room_ != nullptr && frame.data() == tx_room_->bytes.get()) {
+        f = std::exchange(tx_room_, nullptr);  // built in place: nothing to copy
+    } else {
+        f = wire_->take();
+        if (f == nullptr) {
+            counters_.tx_dropped += 1;
+            return false;
+        }
+        std::memcpy(f->bytes.get(), frame.data(), frame.size());
     }
-    std::memcpy(f->bytes.get(), frame.data(), frame.size());
     f->length = frame.size();
     tx_queue_->push(f);
     return true;
+}
+
+std::span<std::uint8_t> LoopbackPort::tx_room() {
+    if (tx_room_ == nullptr) {
+        tx_room_ = wire_->take();
+        if (tx_room_ == nullptr) {
+            return {};
+        }
+    }
+    return {tx_room_->bytes.get(), config_.max_frame};
 }
 
 void LoopbackPort::flush() {

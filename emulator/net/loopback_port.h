@@ -79,6 +79,8 @@ public:
     void release(std::span<RxFrame> frames) override;
     bool send(std::span<const std::uint8_t> frame) override;
     void flush() override;
+    // A free frame buffer: a frame built there is queued without a copy.
+    [[nodiscard]] std::span<std::uint8_t> tx_room() override;
 
     [[nodiscard]] wire::MacAddr mac() const override { return config_.mac; }
     [[nodiscard]] std::size_t max_frame() const override { return config_.max_frame; }
@@ -115,6 +117,7 @@ private:
     std::uint64_t frames_on_wire_ = 0;  // n of WireFaults
     std::uint64_t rng_state_ = 0;
     detail::FrameBuffer* held_ = nullptr;  // reordered frame waiting for its successor
+    detail::FrameBuffer* tx_room_ = nullptr;  // lent by tx_room() until send() takes it
     std::uint64_t held_at_flush_ = 0;
     std::uint64_t flushes_ = 0;
 };

@@ -9,6 +9,13 @@
 // offers it again later); flush() hands queued frames to the wire. What the
 // wire does not take at once stays queued for the next flush (tx_pending()).
 // The engine calls flush() once per poll iteration.
+//
+// Building in place: tx_room() lends the caller the buffer the port's next
+// frame would be copied into (a free mbuf's data room, a loopback frame
+// buffer). A send() of a frame that starts at the beginning of that room
+// queues the room itself instead of copying (docs/architecture.md, "Copies
+// per byte moved"); any other send() copies as before. The same room comes
+// back from tx_room() until a send() takes it.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +47,9 @@ public:
     virtual void release(std::span<RxFrame> frames) = 0;
     virtual bool send(std::span<const std::uint8_t> frame) = 0;
     virtual void flush() = 0;
+    // At least max_frame() bytes to build the next frame in, or empty when
+    // the port cannot lend one (no buffer free; a port that always copies).
+    [[nodiscard]] virtual std::span<std::uint8_t> tx_room() { return {}; }
 
     [[nodiscard]] virtual wire::MacAddr mac() const = 0;
     // Largest frame send() accepts (the Ethernet MTU plus the 14-byte header

@@ -28,6 +28,7 @@ public:
         return taken;
     }
     void flush() override { inner_.flush(); }
+    [[nodiscard]] std::span<std::uint8_t> tx_room() override { return inner_.tx_room(); }
 
     [[nodiscard]] wire::MacAddr mac() const override { return inner_.mac(); }
     [[nodiscard]] std::size_t max_frame() const override { return inner_.max_frame(); }

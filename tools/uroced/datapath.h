@@ -158,6 +158,7 @@ public:
 
     // engine::FrameSink
     bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
+    [[nodiscard]] std::span<std::uint8_t> tx_room() override { return port_.tx_room(); }
 
 private:
     dma::ClientMemory* memory_of(std::uint32_t client);

@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -295,6 +296,30 @@ std::string frames_cross_intact() {
         REQUIRE(*got == f, "frame of " + std::to_string(f.size()) + " intact");
     }
     REQUIRE(port.counters().tx_frames == sent.size(), "tx counted");
+
+    // Frames built in the lent room (an mbuf's data room) go as they are; a
+    // frame sent from elsewhere meanwhile is copied and leaves the room lent.
+    std::vector<Frame> built;
+    for (std::size_t size : {60u, 700u, 1514u}) {
+        const std::span<std::uint8_t> room = port.tx_room();
+        REQUIRE(room.size() == port.max_frame(), "the room holds the largest frame");
+        REQUIRE(port.tx_room().data() == room.data(), "the same room until a send() takes it");
+        built.push_back(test_frame(mac_b, info.mac, size, static_cast<std::uint8_t>(size + 5)));
+        std::copy(built.back().begin(), built.back().end(), room.begin());
+        const Frame copied = test_frame(mac_b, info.mac, 80, static_cast<std::uint8_t>(size + 6));
+        REQUIRE(port.send(copied), "send a copy");
+        REQUIRE(port.tx_room().data() == room.data(), "a copied frame leaves the room lent");
+        REQUIRE(port.send(room.first(size)), "send the room");
+        REQUIRE(port.tx_room().data() != room.data(), "a new room once the old one is queued");
+        built.insert(built.end() - 1, copied);
+    }
+    port.flush();
+    for (const Frame& f : built) {
+        const auto got = raw_receive(raw, 2000ms);
+        REQUIRE(got.has_value(), "the kernel side got frame of " + std::to_string(f.size()));
+        REQUIRE(*got == f, "frame of " + std::to_string(f.size()) + " intact, in order");
+    }
+    REQUIRE(port.counters().tx_frames == sent.size() + built.size(), "tx counted");
     REQUIRE(!port.send(Frame(port.max_frame() + 1)), "an oversized frame is refused");
     REQUIRE(port.counters().tx_dropped == 1, "and counted");
 

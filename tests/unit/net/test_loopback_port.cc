@@ -3,7 +3,9 @@
 // drops; injected faults drop, duplicate and reorder exactly the frames asked.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "net/loopback_port.h"
@@ -137,6 +139,67 @@ TEST(LoopbackPort, HeldFramesExhaustThePoolThenSendFails) {
     EXPECT_EQ(port.counters().tx_dropped, 12u);
     port.release(held);
     EXPECT_TRUE(port.send(frame_tagged(2)));
+}
+
+TEST(LoopbackPort, AFrameBuiltInTheRoomIsQueuedWithoutACopy) {
+    LoopbackPort port(LoopbackConfig{.mac = kMacA});
+    const std::span<std::uint8_t> room = port.tx_room();
+    ASSERT_EQ(room.size(), port.max_frame());
+    EXPECT_EQ(port.tx_room().data(), room.data()) << "the same room until a send() takes it";
+    const auto built = frame_tagged(7, 300);
+    std::copy(built.begin(), built.end(), room.begin());
+    // A frame sent from elsewhere is copied; the room stays lent.
+    EXPECT_TRUE(port.send(frame_tagged(6)));
+    EXPECT_EQ(port.tx_room().data(), room.data());
+    EXPECT_TRUE(port.send(room.first(built.size())));
+    EXPECT_NE(port.tx_room().data(), room.data()) << "a new room once the old one is queued";
+    port.flush();
+    RxFrame rx[4];
+    ASSERT_EQ(port.receive(rx), 2u);
+    EXPECT_EQ(rx[0].bytes[14], 6);
+    EXPECT_EQ(rx[1].bytes.data(), room.data()) << "the room itself arrived: no copy";
+    EXPECT_TRUE(std::equal(built.begin(), built.end(), rx[1].bytes.begin(), rx[1].bytes.end()));
+    port.release(std::span(rx, 2));
+    EXPECT_EQ(port.counters().tx_frames, 2u);
+    EXPECT_EQ(port.counters().tx_dropped, 0u);
+}
+
+TEST(LoopbackPort, TheLentRoomComesFromThePoolAndGoesBackWithThePort) {
+    // Pool of 8 (see above): a lent room is one of them, so a receiver that
+    // never releases starves the sender one frame earlier.
+    LoopbackPort port(LoopbackConfig{.mac = kMacA, .rx_queue_frames = 2, .tx_queue_frames = 2});
+    ASSERT_FALSE(port.tx_room().empty());
+    std::vector<RxFrame> held;
+    int sent = 0;
+    for (int i = 0; i < 20; ++i) {
+        sent += port.send(frame_tagged(1)) ? 1 : 0;
+        port.flush();
+        RxFrame rx[2];
+        const std::size_t n = port.receive(rx);
+        held.insert(held.end(), rx, rx + n);
+    }
+    EXPECT_EQ(sent, 7);
+    port.release(held);
+    // Sent from the room when the pool has nothing else.
+    const std::span<std::uint8_t> room = port.tx_room();
+    const auto f = frame_tagged(3);
+    std::copy(f.begin(), f.end(), room.begin());
+    EXPECT_TRUE(port.send(room.first(f.size())));
+}
+
+TEST(WirePair, AFrameBuiltInTheRoomCrosses) {
+    auto pair = make_wire_pair(LoopbackConfig{.mac = kMacA}, LoopbackConfig{.mac = kMacB});
+    const std::span<std::uint8_t> room = pair.a->tx_room();
+    const auto f = frame_tagged(9, 1000);
+    std::copy(f.begin(), f.end(), room.begin());
+    EXPECT_TRUE(pair.a->send(room.first(f.size())));
+    pair.a->flush();
+    RxFrame rx[2];
+    ASSERT_EQ(pair.b->receive(rx), 1u);
+    EXPECT_TRUE(std::equal(f.begin(), f.end(), rx[0].bytes.begin(), rx[0].bytes.end()));
+    pair.b->release(std::span(rx, 1));
+    // The room b lends comes from the shared pool too.
+    EXPECT_FALSE(pair.b->tx_room().empty());
 }
 
 TEST(WirePair, FramesCrossInBothDirections) {
