@@ -309,6 +309,21 @@ class Endpoint:
         self.mtu = daemon.active_mtu()
 
 
+class LoopbackDaemon:
+    """One loopback uroced as run_pair's topology: both programs on it, over
+    127.0.0.1 (the benchmarks' shape: tools/bench)."""
+
+    def __init__(self, daemon):
+        self.daemons = [daemon]
+        self.server = self.client = Endpoint(daemon, "127.0.0.1")
+
+    def dead_daemons(self):
+        return [d.name for d in self.daemons if not d.alive()]
+
+    def daemon_logs(self):
+        return "\n".join(f"--- uroced {d.name} log (last lines)\n{tail(d.log_text(), 30)}" for d in self.daemons)
+
+
 class Topology:
     """The server and client sides of the data tests.
 

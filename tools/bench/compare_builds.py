@@ -46,23 +46,9 @@ FIGURES = [
 HIGHER_IS_BETTER = {"Mpps": True, "MB/s": True, "us": False}
 
 
-class OneDaemon:
-    """A loopback uroced as run_pair's topology: both programs on it."""
-
-    def __init__(self, daemon):
-        self.daemons = [daemon]
-        self.server = self.client = harness.Endpoint(daemon, "127.0.0.1")
-
-    def dead_daemons(self):
-        return [d.name for d in self.daemons if not d.alive()]
-
-    def daemon_logs(self):
-        return "\n".join(f"--- {d.name}\n{harness.tail(d.log_text(), 40)}" for d in self.daemons)
-
-
 def perftest(daemon, tool, size, extra):
     """One perftest run on `daemon`: its result row {column: value}."""
-    topo = OneDaemon(daemon)
+    topo = harness.LoopbackDaemon(daemon)
     port = harness.free_tcp_port()
 
     def argv(e):

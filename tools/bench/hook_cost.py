@@ -37,17 +37,6 @@ import uroce_harness as harness  # noqa: E402
 RUN_TIMEOUT = 120
 
 
-class OneDaemon:
-    """A loopback uroced as run_pair's topology: both programs on it."""
-
-    def __init__(self, daemon):
-        self.daemons = [daemon]
-        self.server = self.client = harness.Endpoint(daemon, "127.0.0.1")
-
-    def dead_daemons(self):
-        return [d.name for d in self.daemons if not d.alive()]
-
-
 def pin_daemon(daemon, cpu):
     """Every thread of the daemon on one processor, so that the program and
     the daemon stop trading places between rounds (the largest noise on a
@@ -57,7 +46,7 @@ def pin_daemon(daemon, cpu):
 
 
 def message_rate(daemon, seconds, program_cpu):
-    topo = OneDaemon(daemon)
+    topo = harness.LoopbackDaemon(daemon)
     port = harness.free_tcp_port()
     pin = [] if program_cpu is None else ["taskset", "-c", str(program_cpu)]
 
@@ -103,7 +92,7 @@ def frames_per_message(daemon, program_cpu):
     """tx_packets of the daemon over a run of a known number of messages (on
     the loopback port each frame is sent and received by this one daemon)."""
     before = daemon.stats()["engine"]["tx_packets"]
-    topo = OneDaemon(daemon)
+    topo = harness.LoopbackDaemon(daemon)
     port = harness.free_tcp_port()
     pin = [] if program_cpu is None else ["taskset", "-c", str(program_cpu)]
 
