@@ -170,6 +170,13 @@ class Daemon:
     def alive(self):
         return self.proc.poll() is None
 
+    def pin_to(self, cpu):
+        """Every thread of the daemon on processor `cpu` (benchmarks: the
+        programs and the daemon stop trading places between rounds, the
+        largest noise on a 2-core machine)."""
+        for tid in os.listdir(f"/proc/{self.proc.pid}/task"):
+            os.sched_setaffinity(int(tid), {cpu})
+
     def stats(self):
         """`uroce stats --json` of this daemon: {group: {counter: value}, 'mrs': [...]} (docs/stats.md)."""
         r = subprocess.run([self.uroce, "stats", "--json", "--state-dir", self.state, "--device", self.name],

@@ -37,14 +37,6 @@ import uroce_harness as harness  # noqa: E402
 RUN_TIMEOUT = 120
 
 
-def pin_daemon(daemon, cpu):
-    """Every thread of the daemon on one processor, so that the program and
-    the daemon stop trading places between rounds (the largest noise on a
-    2-core machine)."""
-    for tid in os.listdir(f"/proc/{daemon.proc.pid}/task"):
-        os.sched_setaffinity(int(tid), {cpu})
-
-
 def message_rate(daemon, seconds, program_cpu):
     topo = harness.LoopbackDaemon(daemon)
     port = harness.free_tcp_port()
@@ -144,7 +136,7 @@ def main():
             cpus = sorted(os.sched_getaffinity(0))
             program_cpu = cpus[0]
             for d in daemons.values():
-                pin_daemon(d, cpus[-1])
+                d.pin_to(cpus[-1])
         rates = {k: [] for k in daemons}
         for r in range(args.rounds):
             for kind in (("hook", "no hook") if r % 2 == 0 else ("no hook", "hook")):
