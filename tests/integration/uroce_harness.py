@@ -117,7 +117,8 @@ class Daemon:
     """One uroced in its own state directory: on the loopback port, or on a
     DPDK port inside network namespace `netns`."""
 
-    def __init__(self, uroced, uroce, *, name, ip, port="loopback", netns=None, extra=(), ready_seconds=60):
+    def __init__(self, uroced, uroce, *, name, ip, port="loopback", netns=None, extra=(), ready_seconds=60,
+                 wrapper=()):
         self.uroce = uroce
         self.name = name
         self.ip = ip
@@ -126,7 +127,8 @@ class Daemon:
         self.state = self.tmp.name
         self.log_path = os.path.join(self.state, "uroced.log")
         self._log = open(self.log_path, "w")
-        argv = [uroced, "--port", port, "--ip", ip, "--name", name, "--state-dir", self.state, *extra]
+        # wrapper: a program that runs the daemon (valgrind for tools/bench/instructions.py)
+        argv = [*wrapper, uroced, "--port", port, "--ip", ip, "--name", name, "--state-dir", self.state, *extra]
         self.argv = self.in_netns(argv)
         self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=subprocess.STDOUT)
         _track(self)
