@@ -589,14 +589,16 @@ bool Engine::receive_write(QueuePair& qp, const wire::Packet& p, Clock::time_poi
     const bool ends = info.segment == wire::Segment::Last || info.segment == wire::Segment::Only;
     const std::size_t payload = p.payload().size();
     const wire::Gid peer = p.src_gid();
+    // One guard for the packet: the translation checked below stays valid
+    // until its bytes are written.
+    EpochGuard guard(mrs_.epoch());
+    mr::Translation t;
     if (starts) {
         const wire::Reth* reth = p.reth();
         qp.write_va = reth->va.get();
         qp.write_rkey = reth->rkey.get();
         qp.write_remaining = reth->dma_length.get();
         qp.write_total = qp.write_remaining;
-        EpochGuard guard(mrs_.epoch());
-        mr::Translation t;
         const RequestFailure f = check_remote_key(
             qp, guard, {mr::RemoteOp::Write, qp.write_rkey, qp.write_va, qp.write_total, &peer}, t);
         if (f != RequestFailure::None) {
@@ -614,10 +616,13 @@ bool Engine::receive_write(QueuePair& qp, const wire::Packet& p, Clock::time_poi
         return false;
     }
     if (payload > 0) {
-        EpochGuard guard(mrs_.epoch());
-        mr::Translation t;
+        // The first packet's bytes start at the checked message's address and
+        // lie inside it (payload <= write_remaining == write_total): its
+        // translation serves them. Later packets are checked on their own,
+        // so a key invalidated mid-message stops the rest.
         const RequestFailure f =
-            check_remote_key(qp, guard, {mr::RemoteOp::Write, qp.write_rkey, qp.write_va, payload, &peer}, t);
+            starts ? RequestFailure::None
+                   : check_remote_key(qp, guard, {mr::RemoteOp::Write, qp.write_rkey, qp.write_va, payload, &peer}, t);
         if (f != RequestFailure::None) {
             fail_request(qp, p.psn(), f, now);
             return false;
