@@ -331,8 +331,13 @@ static ssize_t ucma_get_event(int fd, uint32_t channel, const struct rdma_ucm_cm
      * leaves the wait blocked, never makes its next recv() fail with EBADF
      * after a purged event's doorbell. */
     const int held = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (held < 0) {
+    if (held < 0 && errno != EMFILE && errno != ENFILE) {
         return -1; /* EBADF: closed before the write began, as the kernel's */
+    }
+    if (held < 0) {
+        /* No fd to spare: wait on the program's own (a close() overtaking
+         * this wait then ends it with EBADF). */
+        return wait_for_event(fd, channel, hdr->out, response, len);
     }
     const ssize_t r = wait_for_event(held, channel, hdr->out, response, len);
     const int saved = errno;
