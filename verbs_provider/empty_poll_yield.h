@@ -12,14 +12,18 @@
 // beside a loaded machine's background builds, against 0.12 to 0.94 ms with
 // no yields at all.
 //
-// So the CQ yields only once the polls have found it empty for a stretch
-// (`threshold_ns`, at least kMinThresholdNs), and the threshold follows what
-// the yields cost: a yield that kept the thread off the CPU for longer than
-// kSlowYieldNs means other work was waiting (the yield helped nobody this CQ
-// waits for, most likely), so the threshold doubles, up to kMaxThresholdNs;
-// a quick yield (the CPU went to the peer or the daemon and came back) halves
-// it again. Two programs ping-ponging on one CPU keep a 50 us threshold; a
-// program beside background load soon stops yielding.
+// So the yield follows what it costs. While yields are quick (the CPU went
+// to the daemon or the peer and came back within kSlowYieldNs) an empty CQ
+// yields at once, as the "hardware" needs: with uroced's loop not real-time
+// and two programs spinning on two CPUs, a 2-byte WRITE's latency on the
+// loopback port is 3 us with these yields and 29 us with none for the
+// first 50 us. A slow yield (the CPU went to other work) starts a stretch
+// rule: the CQ yields only after it has been found empty for `threshold_ns`
+// of polls without a pause, a threshold that doubles from kBackoffStartNs
+// (longer than rsockets' 10 us poll) up to kMaxThresholdNs with each slow
+// yield and shrinks by an eighth with each quick one: beside background work
+// some yields come back quickly by chance, and halving on those kept
+// rstream's threshold bouncing back to where it paid a slice per message.
 #pragma once
 
 #include <algorithm>
@@ -30,27 +34,29 @@ namespace uroce::provider {
 
 class EmptyPollYield {
 public:
-    // Longer than rsockets' default polling time (10 us), short next to a
-    // scheduler slice.
-    static constexpr std::int64_t kMinThresholdNs = 50'000;
+    // The first threshold after a slow yield: longer than rsockets' default
+    // polling time (10 us), short next to a scheduler slice.
+    static constexpr std::int64_t kBackoffStartNs = 50'000;
     // About one slice of the scheduler on a small machine: past it a
     // spinning thread is preempted anyway.
     static constexpr std::int64_t kMaxThresholdNs = 3'200'000;
     // A yield this long gave the CPU to work that was not ours.
     static constexpr std::int64_t kSlowYieldNs = 500'000;
+    // A gap this long between two empty polls: the program blocked on its
+    // channel or did other work, and the next poll starts a new stretch.
+    static constexpr std::int64_t kPauseNs = 50'000;
 
     // A poll found completions: the empty stretch is over.
     void found() noexcept { stretch_start_ns_.store(kNoStretch, std::memory_order_relaxed); }
 
     // A poll found none at `now_ns` (CLOCK_MONOTONIC): true when the polls
-    // have found the CQ empty for the threshold or longer without a pause.
-    // A pause as long as the threshold between two polls (the program
-    // blocked on its channel, or did other work) starts a new stretch.
+    // have found the CQ empty for the threshold or longer without a pause
+    // (kPauseNs); the poll that starts a stretch never yields.
     bool empty_should_yield(std::int64_t now_ns) noexcept {
         const std::int64_t threshold = threshold_ns();
         const std::int64_t start = stretch_start_ns_.load(std::memory_order_relaxed);
         const std::int64_t last = last_empty_ns_.exchange(now_ns, std::memory_order_relaxed);
-        if (start == kNoStretch || now_ns - last >= threshold) {
+        if (start == kNoStretch || now_ns - last >= kPauseNs) {
             // Several threads may start a stretch at once: any of their
             // times will do.
             stretch_start_ns_.store(now_ns, std::memory_order_relaxed);
@@ -63,8 +69,9 @@ public:
     // yielding costs, and count the next stretch from the yield's end.
     void yielded(std::int64_t start_ns, std::int64_t end_ns) noexcept {
         const std::int64_t t = threshold_ns();
-        const std::int64_t next = end_ns - start_ns > kSlowYieldNs ? std::min(2 * t, kMaxThresholdNs)
-                                                                   : std::max(t / 2, kMinThresholdNs);
+        const std::int64_t next = end_ns - start_ns > kSlowYieldNs
+                                      ? std::min(std::max(2 * t, kBackoffStartNs), kMaxThresholdNs)
+                                      : t - std::max<std::int64_t>(t / 8, std::min<std::int64_t>(t, 1));
         threshold_ns_.store(next, std::memory_order_relaxed);
         stretch_start_ns_.store(end_ns, std::memory_order_relaxed);
         last_empty_ns_.store(end_ns, std::memory_order_relaxed);
@@ -76,7 +83,7 @@ private:
     static constexpr std::int64_t kNoStretch = -1;
     std::atomic<std::int64_t> stretch_start_ns_{kNoStretch};
     std::atomic<std::int64_t> last_empty_ns_{0};
-    std::atomic<std::int64_t> threshold_ns_{kMinThresholdNs};
+    std::atomic<std::int64_t> threshold_ns_{0};
 };
 
 // CLOCK_MONOTONIC in nanoseconds (a vDSO read, no system call).

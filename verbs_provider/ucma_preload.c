@@ -13,8 +13,8 @@
  *   fstat*() of a channel reports a character device.
  *   write()  of a channel forwards the command (CM_COMMAND) and copies the
  *            answer to the command's response pointer; GET_EVENT reads one
- *            doorbell byte (blocking as the fd's flags say), then fetches
- *            the event (CM_GET_EVENT).
+ *            doorbell byte (blocking as the fd's flags say) from its own
+ *            duplicate of the fd, then fetches the event (CM_GET_EVENT).
  *   close()  forgets the channel.
  * Commands travel on one control connection per process (not the channel
  * socket a blocked GET_EVENT reads), under a mutex; a forked child makes
@@ -286,16 +286,12 @@ static void *response_pointer(uint32_t cmd, const uint8_t *body, size_t body_len
     return (void *)(uintptr_t)p;
 }
 
-static ssize_t ucma_get_event(int fd, uint32_t channel, const struct rdma_ucm_cmd_hdr *hdr, const uint8_t *body,
-                              size_t body_len, size_t len) {
-    if (hdr->out < GET_EVENT_MIN_OUT) {
-        errno = ENOSPC;
-        return -1;
-    }
-    void *response = response_pointer(hdr->cmd, body, body_len);
+/* GET_EVENT's loop on `held`, the channel's socket: a doorbell byte, then
+ * the event, until one is not purged. */
+static ssize_t wait_for_event(int held, uint32_t channel, uint32_t out, void *response, size_t len) {
     for (;;) {
         uint8_t bell;
-        const ssize_t n = recv(fd, &bell, 1, 0); /* blocks unless the fd is O_NONBLOCK */
+        const ssize_t n = recv(held, &bell, 1, 0); /* blocks unless the fd is O_NONBLOCK */
         if (n < 0) {
             return -1; /* EAGAIN, EINTR as the kernel's */
         }
@@ -316,10 +312,38 @@ static ssize_t ucma_get_event(int fd, uint32_t channel, const struct rdma_ucm_cm
             errno = err;
             return -1;
         }
-        const size_t copy = hdr->out < UROCE_CM_EVENT_BYTES ? hdr->out : UROCE_CM_EVENT_BYTES;
+        const size_t copy = out < UROCE_CM_EVENT_BYTES ? out : UROCE_CM_EVENT_BYTES;
         memcpy(response, reply.event, copy);
         return (ssize_t)len;
     }
+}
+
+static ssize_t ucma_get_event(int fd, uint32_t channel, const struct rdma_ucm_cmd_hdr *hdr, const uint8_t *body,
+                              size_t body_len, size_t len) {
+    if (hdr->out < GET_EVENT_MIN_OUT) {
+        errno = ENOSPC;
+        return -1;
+    }
+    void *response = response_pointer(hdr->cmd, body, body_len);
+    /* The wait holds its own reference to the channel, as the kernel's
+     * write() holds the file: another thread closing the fd number (rping's
+     * main destroys its event channel while its cm thread still waits)
+     * leaves the wait blocked, never makes its next recv() fail with EBADF
+     * after a purged event's doorbell. */
+    const int held = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (held < 0 && errno != EMFILE && errno != ENFILE) {
+        return -1; /* EBADF: closed before the write began, as the kernel's */
+    }
+    if (held < 0) {
+        /* No fd to spare: wait on the program's own (a close() overtaking
+         * this wait then ends it with EBADF). */
+        return wait_for_event(fd, channel, hdr->out, response, len);
+    }
+    const ssize_t r = wait_for_event(held, channel, hdr->out, response, len);
+    const int saved = errno;
+    real_close_fd(held);
+    errno = saved;
+    return r;
 }
 
 /* SET_OPTION(RDMA_OPTION_IB_PATH) carries n x struct ib_path_rec_data; the

@@ -1,6 +1,7 @@
 // When an empty poll_cq gives the CPU away (verbs_provider/empty_poll_yield.h):
-// never within a short poll-then-block, within a long spin once the CQ has
-// been empty for the threshold, and less often when yields turn out slow.
+// at once while yields are quick; once they turn out slow, only after a
+// stretch of empty polls that grows while they stay slow, so a short
+// poll-then-block no longer yields.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -11,7 +12,8 @@ namespace uroce::provider {
 namespace {
 
 constexpr std::int64_t kUs = 1000;
-constexpr std::int64_t kMin = EmptyPollYield::kMinThresholdNs;
+constexpr std::int64_t kBackoff = EmptyPollYield::kBackoffStartNs;
+constexpr std::int64_t kSlow = EmptyPollYield::kSlowYieldNs + 1;
 
 // Polls every `step` ns from `from` until `until`, each yield taking
 // `yield_ns`; the number of yields.
@@ -27,58 +29,77 @@ int spin(EmptyPollYield& y, std::int64_t from, std::int64_t until, std::int64_t 
     return yields;
 }
 
-TEST(EmptyPollYield, RsocketsTenMicrosecondPollThenBlockNeverYields) {
-    EmptyPollYield y;
-    // 1000 messages: 10 us of empty polls every 50 ns, block 200 us, then
-    // the completion.
-    std::int64_t t = 1'000'000;
+// 1000 messages: 10 us of empty polls every 50 ns, block 200 us, then the
+// completion; the yields.
+int poll_then_block(EmptyPollYield& y, std::int64_t& t, std::int64_t yield_ns) {
     int yields = 0;
     for (int m = 0; m < 1000; ++m) {
-        yields += spin(y, t, t + 10 * kUs, 50);
+        yields += spin(y, t, t + 10 * kUs, 50, yield_ns);
         t += 210 * kUs;
         y.found();
     }
-    EXPECT_EQ(yields, 0);
+    return yields;
 }
 
-TEST(EmptyPollYield, LongSpinWithQuickYieldsYieldsOncePerThreshold) {
+TEST(EmptyPollYield, QuickYieldsComeAtOnceAsTheDaemonNeeds) {
     EmptyPollYield y;
-    const std::int64_t start = 5'000'000;
-    EXPECT_EQ(spin(y, start, start + kMin, 100), 0);
-    // Quick yields (the peer ran and gave the CPU back): one a threshold.
-    EXPECT_EQ(spin(y, start + kMin, start + 11 * kMin, 100, 1 * kUs), 10);
-    EXPECT_EQ(y.threshold_ns(), kMin);
+    EXPECT_EQ(y.threshold_ns(), 0);
+    EXPECT_FALSE(y.empty_should_yield(1000));  // the first empty poll
+    EXPECT_TRUE(y.empty_should_yield(1050));
+    y.yielded(1050, 1050 + 2 * kUs);  // the daemon ran and gave the CPU back
+    EXPECT_TRUE(y.empty_should_yield(1050 + 2 * kUs + 50));
+    EXPECT_EQ(y.threshold_ns(), 0);
 }
 
-TEST(EmptyPollYield, SlowYieldsDoubleTheThresholdUpToItsBound) {
+TEST(EmptyPollYield, SlowYieldsStopAPollThenBlockProgramYielding) {
     EmptyPollYield y;
-    // Every yield keeps the thread off the CPU for 3 ms: background work.
+    std::int64_t t = 1'000'000;
+    // Beside background work every yield takes 3 ms: a handful of them
+    // raise the threshold past the 10 us poll, and then none come.
+    const int first = poll_then_block(y, t, 3000 * kUs);
+    EXPECT_GE(y.threshold_ns(), kBackoff);
+    EXPECT_LT(first, 4);
+    EXPECT_EQ(poll_then_block(y, t, 3000 * kUs), 0);
+}
+
+TEST(EmptyPollYield, SlowYieldsDoubleTheThresholdUpToItsBoundQuickOnesWearItDown) {
+    EmptyPollYield y;
     const int yields = spin(y, 0, 200'000 * kUs, 100, 3000 * kUs);
     EXPECT_EQ(y.threshold_ns(), EmptyPollYield::kMaxThresholdNs);
-    // 50 us, 100, ..., 3.2 ms: far fewer yields than one every 50 us.
+    // 50 us, 100, ..., 3.2 ms: far fewer yields than one a poll.
     EXPECT_LT(yields, 200'000 / (50 + 3000) / 2 + 8);
-    // Quick yields bring it back down.
+    // One quick yield by chance takes an eighth off, not half.
+    const std::int64_t before = y.threshold_ns();
+    y.yielded(0, 1 * kUs);
+    EXPECT_EQ(y.threshold_ns(), before - before / 8);
+    // A run of quick ones brings it down to yielding at once.
     spin(y, 300'000 * kUs, 400'000 * kUs, 100, 1 * kUs);
-    EXPECT_EQ(y.threshold_ns(), kMin);
+    EXPECT_EQ(y.threshold_ns(), 0);
 }
 
-TEST(EmptyPollYield, ACompletionStartsTheStretchAgain) {
+TEST(EmptyPollYield, LongSpinWithAThresholdYieldsOncePerThreshold) {
     EmptyPollYield y;
-    EXPECT_EQ(spin(y, 0, kMin - 100, 100), 0);
+    y.yielded(0, kSlow);  // threshold kBackoff
+    ASSERT_EQ(y.threshold_ns(), kBackoff);
+    const std::int64_t start = 5'000'000;
+    EXPECT_EQ(spin(y, start, start + kBackoff, 100, kSlow), 0);
+    EXPECT_EQ(spin(y, start + kBackoff, start + kBackoff + 100, 100, kSlow), 1);
+    EXPECT_EQ(y.threshold_ns(), 2 * kBackoff);
+}
+
+TEST(EmptyPollYield, ACompletionOrAPauseStartsTheStretchAgain) {
+    EmptyPollYield y;
+    y.yielded(0, kSlow);
+    EXPECT_FALSE(y.empty_should_yield(kSlow + 100));
+    EXPECT_FALSE(y.empty_should_yield(kSlow + kBackoff - 100));
     y.found();
-    EXPECT_FALSE(y.empty_should_yield(kMin));
-    EXPECT_FALSE(y.empty_should_yield(2 * kMin - 100));
-    EXPECT_TRUE(y.empty_should_yield(2 * kMin));
-}
-
-TEST(EmptyPollYield, APauseBetweenPollsStartsTheStretchAgain) {
-    EmptyPollYield y;
-    EXPECT_FALSE(y.empty_should_yield(0));
-    // The program blocked on its channel for a second and polls again:
-    // its earlier empty poll does not count.
-    EXPECT_FALSE(y.empty_should_yield(1'000'000'000));
-    EXPECT_FALSE(y.empty_should_yield(1'000'000'000 + kMin / 2));
-    EXPECT_TRUE(y.empty_should_yield(1'000'000'000 + kMin));
+    EXPECT_FALSE(y.empty_should_yield(kSlow + kBackoff));
+    EXPECT_FALSE(y.empty_should_yield(kSlow + 2 * kBackoff - 100));
+    EXPECT_TRUE(y.empty_should_yield(kSlow + 2 * kBackoff));
+    // Blocked for a second: the earlier empty polls do not count.
+    const std::int64_t later = 1'000'000'000;
+    EXPECT_FALSE(y.empty_should_yield(later));
+    EXPECT_FALSE(y.empty_should_yield(later + 2 * kBackoff - 100));
 }
 
 }  // namespace
