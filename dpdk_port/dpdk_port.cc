@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -14,6 +16,7 @@
 #include <rte_mbuf.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <bit>
 #include <cctype>
 #include <cstring>
@@ -174,6 +177,44 @@ std::string memif_vdev(std::string vdev, std::uint32_t mtu) {
     return vdev;
 }
 
+// DPDK 22.11's af_packet PMD puts its sockets in the PACKET_FANOUT group
+// (getpid() ^ ifindex) & 0xffff of the network namespace
+// (rte_eth_af_packet.c). A group of that id already held by a socket on
+// another interface (a second uroced whose PID differs from this one's as
+// the two interfaces' indexes do) refuses it with EINVAL and the PMD makes
+// no port. Asks the kernel the same question with a socket of our own; a
+// sentence for the error, or "" when the group is free or cannot be asked.
+std::string af_packet_fanout_clash(const std::string& spec) {
+    const auto iface = devarg(spec, "iface");
+    const unsigned ifindex = iface ? if_nametoindex(iface->c_str()) : 0;
+    if (ifindex == 0) {
+        return "";
+    }
+    // A protocol, not 0: the kernel lets only a bound, running socket join a
+    // fanout group. It lives for the two calls below.
+    const int s = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL));
+    if (s < 0) {
+        return "";
+    }
+    sockaddr_ll addr{};
+    addr.sll_family = AF_PACKET;
+    addr.sll_protocol = htons(ETH_P_ALL);
+    addr.sll_ifindex = static_cast<int>(ifindex);
+    const unsigned group = (static_cast<unsigned>(getpid()) ^ ifindex) & 0xffff;
+    const int arg = static_cast<int>(group | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG |
+                                               PACKET_FANOUT_FLAG_ROLLOVER) << 16));
+    const bool clash = bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
+                       setsockopt(s, SOL_PACKET, PACKET_FANOUT, &arg, sizeof arg) != 0 && errno == EINVAL;
+    close(s);
+    if (!clash) {
+        return "";
+    }
+    return "the af_packet PMD's PACKET_FANOUT group " + std::to_string(group) + " (this PID " +
+           std::to_string(getpid()) + " xor ifindex " + std::to_string(ifindex) +
+           ") is held in this network namespace by a socket on another interface (another uroced?); start the "
+           "daemon again (another PID), or serve both devices from one daemon (--device, docs/daemon.md)";
+}
+
 std::runtime_error dpdk_error(const std::string& what, int err) {
     return std::runtime_error(what + ": " + rte_strerror(err < 0 ? -err : err));
 }
@@ -326,8 +367,10 @@ void DpdkPort::start_eal(const std::string& spec, std::vector<std::string>& args
     ++shared_eal.users;
     shared_eal.no_pci = !is_pci_address(spec);
     if (rte_eth_dev_count_avail() != 1) {
+        const std::string clash = driver_is(spec, "net_af_packet") ? af_packet_fanout_clash(spec) : "";
         throw std::runtime_error("--port " + spec + ": DPDK found " + std::to_string(rte_eth_dev_count_avail()) +
-                                 " ports, expected exactly one (is the interface or device there?)");
+                                 " ports, expected exactly one (" +
+                                 (clash.empty() ? "is the interface or device there?" : clash) + ")");
     }
     port_id_ = static_cast<std::uint16_t>(rte_eth_find_next(0));
 }

@@ -97,6 +97,8 @@ class Guest:
     netns_prefix = NETNS_PREFIX
     # More kernel command line, for a subclass.
     extra_append = ""
+    # QEMU's -cpu model; None keeps TCG's default (qemu64: SSE2/SSE3 only).
+    cpu_model = None
 
     def __init__(self, vmlinuz, initramfs, *, memory_mb=1024, cpus=2, workdir=None):
         self.qemu = None
@@ -114,6 +116,7 @@ class Guest:
             argv = [
                 "ip", "netns", "exec", self.netns, qemu_binary(),
                 "-accel", "tcg,thread=multi", "-smp", str(cpus), "-m", str(memory_mb),
+                *(["-cpu", self.cpu_model] if self.cpu_model else []),
                 "-kernel", vmlinuz, "-initrd", initramfs,
                 "-append", f"console=ttyS0 panic=-1 quiet uroce.ip={GUEST_IP}/{PREFIX_LEN} {self.extra_append}".rstrip(),
                 "-netdev", f"tap,id=n0,ifname={TAP},script=no,downscript=no",
