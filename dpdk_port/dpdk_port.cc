@@ -189,10 +189,12 @@ std::string without_devarg(const std::string& spec, const std::string& key) {
 // interface id 0; role server).
 constexpr const char* kMemifDefaultSocket = "/run/memif.sock";
 
-// The sending daemon's wake-up for a memif port (memif_peer_wake.h), unless
-// the devargs say `uroce-wake=no` (a peer that is not uroced never rings).
+// The sending daemon's wake-up for a memif port (memif_peer_wake.h) when the
+// devargs say `uroce-wake=yes`. Not the default yet: with everything on one
+// CPU about one sleep a round trip still ran to its timeout
+// (docs/daemon.md "Latency tails"), and a peer that is not uroced never rings.
 std::unique_ptr<MemifPeerWake> memif_peer_wake(const std::string& spec) {
-    if (devarg(spec, "uroce-wake").value_or("yes") == "no") {
+    if (devarg(spec, "uroce-wake").value_or("no") != "yes") {
         return nullptr;
     }
     const std::string role = devarg(spec, "role").value_or("server");

@@ -124,11 +124,14 @@ void MemifPeerWake::drain() {
 }
 
 bool MemifPeerWake::arm() {
-    if (own_->rings.load(std::memory_order_relaxed) != drained_rings_) {
+    const bool still_armed = armed_ && own_->armed.load(std::memory_order_relaxed) == 1;
+    // A fresh arm drains whatever came (a datagram the peer has sent but not
+    // yet counted too); while armed, only a count that moved costs a recv.
+    if (!still_armed || own_->rings.load(std::memory_order_relaxed) != drained_rings_) {
         drain();
     }
-    if (armed_ && own_->armed.load(std::memory_order_relaxed) == 1) {
-        return false;  // still armed since the last look
+    if (still_armed) {
+        return false;
     }
     // seq_cst: the store is ordered before the caller's second look at the ring.
     own_->armed.store(1, std::memory_order_seq_cst);

@@ -28,7 +28,9 @@
 // The page file is never removed, so a peer that maps it keeps the right
 // page when this daemon restarts (its memif reconnects); the socket is bound
 // anew at each start and found by its path. A peer that is not uroced (VPP,
-// testpmd) never rings: give the port `uroce-wake=no` (docs/wires.md).
+// testpmd) never rings. Opt-in for now (`uroce-wake=yes` in the devargs,
+// docs/wires.md): on one CPU about one sleep a round trip still ran to its
+// timeout, a lost or late wake-up not yet found.
 #pragma once
 
 #include <atomic>
