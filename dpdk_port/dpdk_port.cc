@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "memif_peer_wake.h"
 #include "packet_wake_ring.h"
 
 namespace uroce::port {
@@ -213,6 +214,37 @@ std::string af_packet_fanout_clash(const std::string& spec) {
            std::to_string(getpid()) + " xor ifindex " + std::to_string(ifindex) +
            ") is held in this network namespace by a socket on another interface (another uroced?); start the "
            "daemon again (another PID), or serve both devices from one daemon (--device, docs/daemon.md)";
+// `spec` less its `key=` devarg (uroce's own, which the PMD would refuse).
+std::string without_devarg(const std::string& spec, const std::string& key) {
+    const std::size_t at = spec.find("," + key + "=");
+    if (at == std::string::npos) {
+        return spec;
+    }
+    const std::size_t end = spec.find(',', at + 1);
+    return spec.substr(0, at) + (end == std::string::npos ? "" : spec.substr(end));
+}
+
+// DPDK's net_memif defaults (rte_eth_memif.h: ETH_MEMIF_DEFAULT_SOCKET_FILENAME;
+// interface id 0; role server).
+constexpr const char* kMemifDefaultSocket = "/run/memif.sock";
+
+// The sending daemon's wake-up for a memif port (memif_peer_wake.h) when the
+// devargs say `uroce-wake=yes`. Not the default yet: with everything on one
+// CPU about one sleep a round trip still ran to its timeout
+// (docs/daemon.md "Latency tails"), and a peer that is not uroced never rings.
+std::unique_ptr<MemifPeerWake> memif_peer_wake(const std::string& spec) {
+    if (devarg(spec, "uroce-wake").value_or("no") != "yes") {
+        return nullptr;
+    }
+    const std::string role = devarg(spec, "role").value_or("server");
+    const MemifRole memif_role = role == "client" || role == "slave" ? MemifRole::Client : MemifRole::Server;
+    std::uint32_t id = 0;
+    try {
+        id = static_cast<std::uint32_t>(std::stoul(devarg(spec, "id").value_or("0")));
+    } catch (const std::exception&) {
+        return nullptr;  // the PMD refuses the devargs with its own message
+    }
+    return std::make_unique<MemifPeerWake>(devarg(spec, "socket").value_or(kMemifDefaultSocket), id, memif_role);
 }
 
 std::runtime_error dpdk_error(const std::string& what, int err) {
@@ -266,6 +298,13 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
             info_.rx_wait = std::string("none (") + e.what() + ")";
         }
     }
+    if (memif && options.rx_wait_fd) {
+        try {
+            memif_wake_ = memif_peer_wake(spec);
+        } catch (const std::exception& e) {
+            info_.rx_wait = std::string("none (") + e.what() + ")";
+        }
+    }
 
     std::vector<std::string> args = {"uroced", "--file-prefix=uroce-" + instance, "--log-level=lib.eal:warning",
                                      "--no-telemetry"};
@@ -302,7 +341,7 @@ void DpdkPort::start(const std::string& spec, const std::string& instance, const
         vdev += ",framecnt=" + std::to_string(count);
     }
     if (memif) {
-        vdev = memif_vdev(vdev, options.mtu != 0 ? options.mtu : kMemifDefaultMtu);
+        vdev = memif_vdev(without_devarg(vdev, "uroce-wake"), options.mtu != 0 ? options.mtu : kMemifDefaultMtu);
     }
     if (is_pci_address(spec)) {
         args.push_back("--allow=" + spec);
@@ -480,6 +519,9 @@ void DpdkPort::finish_start(const std::string& spec, const std::string& vdev, co
     } else if (wake_ring_) {
         rx_wait_fd_ = wake_ring_->fd();
         info_.rx_wait = "af_packet wake ring";
+    } else if (memif_wake_) {
+        rx_wait_fd_ = memif_wake_->fd();
+        info_.rx_wait = "memif peer wake";
     }
 
     rte_ether_addr mac{};
@@ -531,6 +573,7 @@ void DpdkPort::shutdown() {
         std::filesystem::remove_all(runtime_dir, ec);
     }
     wake_ring_.reset();
+    memif_wake_.reset();
 }
 
 // ---- data path ---------------------------------------------------------------
@@ -543,6 +586,15 @@ std::size_t DpdkPort::receive(std::span<net::RxFrame> frames) {
     // the drain are picked up by the second burst (packet_wake_ring.h).
     if (n == 0 && wake_ring_ && wake_ring_->drain()) {
         n = rte_eth_rx_burst(port_id_, 0, mbufs.data(), want);
+    }
+    // memif: an empty ring arms the peer's wake-up, and a second look
+    // catches a frame the peer queued before it saw us armed
+    // (memif_peer_wake.h).
+    if (memif_wake_ && n == 0 && memif_wake_->arm()) {
+        n = rte_eth_rx_burst(port_id_, 0, mbufs.data(), want);
+    }
+    if (memif_wake_ && n > 0) {
+        memif_wake_->disarm();
     }
     std::size_t out = 0;
     for (std::uint16_t i = 0; i < n; ++i) {
@@ -665,6 +717,9 @@ void DpdkPort::transmit_queued() {
         return;
     }
     const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, tx_queue_.data(), tx_queued_);
+    if (memif_wake_ && sent > 0) {
+        memif_wake_->ring_peer();
+    }
     for (std::uint16_t i = 0; i < sent; ++i) {
         counters_.tx_frames += 1;
         counters_.tx_bytes += tx_lengths_[i];
@@ -696,6 +751,10 @@ DpdkPortStats DpdkPort::stats() const {
         s.rx_missed = nic.imissed;
         s.rx_errors = nic.ierrors;
         s.rx_no_mbuf = nic.rx_nombuf;
+    }
+    if (memif_wake_) {
+        s.memif_rings_sent = memif_wake_->counters().rings_sent;
+        s.memif_wakes_received = memif_wake_->counters().wakes_drained;
     }
     return s;
 }

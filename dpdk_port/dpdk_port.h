@@ -17,8 +17,9 @@
 //
 // rx_wait_fd(): net_tap gives its queue's fd (DPDK rx interrupts); for
 // net_af_packet, which has none, a companion AF_PACKET socket signals
-// arrivals (packet_wake_ring.h); other PMDs give -1 (net_memif among them:
-// DPDK 22.11's memif has no interrupt mode).
+// arrivals (packet_wake_ring.h); for net_memif, whose PMD keeps its rx
+// interrupt to itself, the sending uroced rings a datagram socket
+// (memif_peer_wake.h); other PMDs give -1.
 //
 // Single-threaded: the engine's thread makes every call.
 #pragma once
@@ -37,6 +38,7 @@ struct rte_mbuf;
 namespace uroce::port {
 
 class PacketWakeRing;
+class MemifPeerWake;
 
 struct PortInfo {
     wire::MacAddr mac{};
@@ -46,7 +48,7 @@ struct PortInfo {
     std::string driver;
     bool ipv4_checksum_offload = false;
     // How rx_wait_fd() learns of frames: "rx interrupt", "af_packet wake
-    // ring", or "none" (the daemon naps instead).
+    // ring", "memif peer wake", or "none" (the daemon naps instead).
     std::string rx_wait;
 };
 
@@ -66,6 +68,8 @@ struct DpdkPortStats {
     std::uint64_t rx_missed = 0;           // NIC: no descriptor free (imissed)
     std::uint64_t rx_errors = 0;           // NIC: bad frames (ierrors)
     std::uint64_t rx_no_mbuf = 0;          // NIC: mempool empty (rx_nombuf)
+    std::uint64_t memif_rings_sent = 0;      // memif: wake-ups sent to the sleeping peer
+    std::uint64_t memif_wakes_received = 0;  // memif: wake-ups the peer sent us
 };
 
 class DpdkPort final : public net::Port {
@@ -134,6 +138,7 @@ private:
     bool eal_started_ = false;
     bool port_started_ = false;
     std::unique_ptr<PacketWakeRing> wake_ring_;
+    std::unique_ptr<MemifPeerWake> memif_wake_;
     int rx_wait_fd_ = -1;
 
     std::array<rte_mbuf*, kTxQueue> tx_queue_{};

@@ -5,7 +5,8 @@
 // there when it does; Neighbours over the port answers the Linux kernel's
 // ARP and NS (the kernel then delivers its UDP datagrams to us) and resolves
 // the kernel's addresses (our UDP datagrams reach its sockets); net_tap's
-// IPv4 checksum offload fixes a wrong header checksum.
+// IPv4 checksum offload fixes a wrong header checksum; a net_memif pair's
+// wake fd, rung by the sending port, follows the frames the same way.
 //
 // The EAL starts once per process, so every case runs in a child process of
 // its own. Without root (or without the ip tool) the cases report themselves
@@ -672,6 +673,118 @@ std::string tap_wake_fd_and_checksum_offload() {
 }
 
 TEST_F(DpdkPortNetns, TapRxInterruptFdAndIpv4ChecksumOffload) { EXPECT_EQ(in_child(tap_wake_fd_and_checksum_offload), ""); }
+
+// ---- net_memif -----------------------------------------------------------------
+
+// Two memif ports of one process on a socket in a directory of this test's
+// own: the client's rx wait fd (rung by the server port's sends,
+// memif_peer_wake.h) stays quiet while idle and turns readable with each
+// frame, which the first receive() after the wake-up has. The frames come
+// from a thread on another CPU, as a peer daemon's would.
+std::string memif_wake_fd_follows_frames() {
+    const std::string dir = "/tmp/urdpm" + kPid;
+    REQUIRE(run("mkdir -p " + dir), "mkdir " + dir);
+    const std::string socket = dir + "/memif.sock";
+    // Never closed: with both ends of a memif in one process, DPDK 22.11's
+    // interrupt thread can crash on the disconnect that closing one end
+    // sends the other (a segfault in eal-intr-thread after the checks all
+    // passed). The child process ends right after; its runtime files go
+    // below.
+    auto& server = *new DpdkPort("net_memif0,role=server,id=3,uroce-wake=yes,socket=" + socket, instance("memif"));
+    auto& client = *new DpdkPort("net_memif1,role=client,id=3,uroce-wake=yes,socket=" + socket, instance("memif"));
+    REQUIRE(client.info().rx_wait == "memif peer wake", "rx_wait: " + client.info().rx_wait);
+    REQUIRE(server.info().rx_wait == "memif peer wake", "rx_wait: " + server.info().rx_wait);
+    const int fd = client.rx_wait_fd();
+    REQUIRE(fd >= 0, "an rx wait fd");
+
+    // The memif connects in the EAL's interrupt thread: send until a frame
+    // gets through.
+    const Frame f = test_frame(client.mac(), server.mac(), 60, 4);
+    bool connected = false;
+    for (const auto deadline = Clock::now() + 5000ms; !connected && Clock::now() < deadline;) {
+        REQUIRE(server.send(f), "send");
+        server.flush();
+        connected = !port_collect(client, 1, 50ms).empty();
+    }
+    REQUIRE(connected, "the memif connected");
+
+    net::RxFrame rx[DpdkPort::kBurst];
+    auto idle = [&] {
+        for (int i = 0; i < 100; ++i) {
+            const std::size_t n = client.receive(rx);
+            client.release(std::span(rx, n));
+            pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+            if (n == 0 && poll(&p, 1, 0) == 0) {
+                return true;
+            }
+        }
+        return false;
+    };
+    REQUIRE(idle(), "the fd is not readable once the port is drained");
+
+    std::atomic<int> rounds_to_send{0};
+    std::atomic<bool> done{false};
+    const unsigned cpus = std::thread::hardware_concurrency();
+    std::thread sender([&] {
+        if (cpus > 1) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET(cpus - 1, &set);
+            sched_setaffinity(0, sizeof set, &set);
+        }
+        for (int sent = 0; !done.load();) {
+            if (rounds_to_send.load(std::memory_order_acquire) > sent) {
+                (void)server.send(f);
+                server.flush();
+                ++sent;
+            }
+        }
+    });
+    const std::uint64_t rings_before = server.stats().memif_rings_sent;
+    int first_receive_empty = 0;
+    int woken = 0;
+    constexpr int kRounds = 300;
+    for (int round = 0; round < kRounds; ++round) {
+        if (!idle()) {
+            break;
+        }
+        rounds_to_send.store(round + 1, std::memory_order_release);
+        pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
+        if (poll(&p, 1, 2000) != 1) {
+            break;
+        }
+        ++woken;
+        if (client.receive(rx) == 0) {
+            ++first_receive_empty;
+            port_collect(client, 1, 1000ms);
+        } else {
+            client.release(std::span(rx, 1));
+        }
+    }
+    done.store(true);
+    sender.join();
+    REQUIRE(woken == kRounds, "woken in " + std::to_string(woken) + " of " + std::to_string(kRounds) + " rounds");
+    REQUIRE(first_receive_empty == 0, std::to_string(first_receive_empty) + " of " + std::to_string(kRounds) +
+                                          " wakes came before their frame");
+    const std::uint64_t rings = server.stats().memif_rings_sent - rings_before;
+    REQUIRE(rings == kRounds, "one ring per frame sent to the idle port (" + std::to_string(rings) + ")");
+
+    // A busy receiver is not rung: once a receive() has found frames, the
+    // next frames cost the sender no system call.
+    REQUIRE(server.send(f), "send");
+    server.flush();
+    REQUIRE(port_collect(client, 1, 1000ms).size() == 1, "frame");
+    const std::uint64_t rings_busy = server.stats().memif_rings_sent;
+    REQUIRE(server.send(f), "send");
+    server.flush();
+    REQUIRE(server.stats().memif_rings_sent == rings_busy, "no ring for a receiver that is not armed");
+    run("rm -rf " + dir + " /var/run/dpdk/uroce-" + instance("memif"));
+    return "";
+}
+
+TEST_F(DpdkPortNetns, MemifPeerWakeFdSleepsWhenIdleAndWakesWithTheFrame) {
+    EXPECT_EQ(in_child(memif_wake_fd_follows_frames), "");
+}
 
 }  // namespace
 }  // namespace uroce::port
