@@ -502,10 +502,18 @@ void DpdkPort::finish_start(const std::string& spec, const std::string& vdev, co
     if (int rc = rte_eth_tx_queue_setup(port_id_, 0, tx_ring, sock, &txconf); rc != 0) {
         throw dpdk_error("rte_eth_tx_queue_setup", rc);
     }
-    if (int rc = rte_eth_dev_start(port_id_); rc != 0) {
-        throw dpdk_error("rte_eth_dev_start", rc);
+    const bool memif_client = memif && devarg(spec, "role").value_or("server") == "client";
+    const int started = rte_eth_dev_start(port_id_);
+    if (started != 0 && !memif_client) {
+        throw dpdk_error("rte_eth_dev_start", started);
     }
-    port_started_ = true;
+    // A memif client whose server's socket is not there yet fails to start
+    // (connect(2) refused): it dials again from keep_link().
+    port_started_ = started == 0;
+    if (memif_client) {
+        redial_.emplace(std::chrono::steady_clock::now());
+        memif_socket_ = devarg(spec, "socket").value_or("(abstract)");
+    }
     // IPv6 Neighbor Solicitations go to solicited-node multicast groups a
     // NIC filters out unless told otherwise. PMDs without the notion say
     // -ENOTSUP, which is fine.
@@ -579,6 +587,9 @@ void DpdkPort::shutdown() {
 // ---- data path ---------------------------------------------------------------
 
 std::size_t DpdkPort::receive(std::span<net::RxFrame> frames) {
+    if (!port_started_) {
+        return 0;  // a stopped port's burst functions are DPDK's "not ready" stubs
+    }
     std::array<rte_mbuf*, kBurst> mbufs{};
     const auto want = static_cast<std::uint16_t>(std::min<std::size_t>(frames.size(), kBurst));
     std::uint16_t n = rte_eth_rx_burst(port_id_, 0, mbufs.data(), want);
@@ -716,6 +727,14 @@ void DpdkPort::transmit_queued() {
     if (tx_queued_ == 0) {
         return;
     }
+    if (!port_started_) {
+        // A memif client waiting for its server: no wire to send on, as a
+        // cable with nobody at the other end.
+        rte_pktmbuf_free_bulk(tx_queue_.data(), tx_queued_);
+        counters_.tx_dropped += tx_queued_;
+        tx_queued_ = 0;
+        return;
+    }
     const std::uint16_t sent = rte_eth_tx_burst(port_id_, 0, tx_queue_.data(), tx_queued_);
     if (memif_wake_ && sent > 0) {
         memif_wake_->ring_peer();
@@ -742,6 +761,39 @@ void DpdkPort::flush() {
     // What is left stays queued, in order: send() refuses new frames while
     // the queue is full, so the engine holds them (transmit backpressure)
     // instead of the port dropping them.
+}
+
+std::string DpdkPort::keep_link(std::chrono::steady_clock::time_point now) {
+    if (!redial_) {
+        return {};
+    }
+    rte_eth_link link{};
+    const bool up = port_started_ && rte_eth_link_get_nowait(port_id_, &link) == 0 &&
+                    link.link_status == RTE_ETH_LINK_UP;
+    switch (redial_->check(up, now)) {
+        case RedialAction::None:
+            return {};
+        case RedialAction::Reconnected:
+            return "memif client connected to its server " + memif_socket_;
+        case RedialAction::Dial:
+            break;
+    }
+    if (port_started_) {
+        transmit_queued();  // nothing left for the stopped port's stubs
+        rte_pktmbuf_free_bulk(tx_queue_.data(), tx_queued_);
+        counters_.tx_dropped += tx_queued_;
+        tx_queued_ = 0;
+        rte_eth_dev_stop(port_id_);
+        port_started_ = false;
+    }
+    const int rc = rte_eth_dev_start(port_id_);
+    port_started_ = rc == 0;
+    if (!std::has_single_bit(redial_->dials())) {
+        return {};  // dials 1, 2, 4, 8, ... are logged: a server that never comes fills no log
+    }
+    return "memif client link down: dialled " + memif_socket_ + " again (attempt " +
+           std::to_string(redial_->dials()) + "): " + (rc == 0 ? "connecting" : "no server there") +
+           "; next look in " + std::to_string(redial_->delay().count()) + " ms";
 }
 
 DpdkPortStats DpdkPort::stats() const {

@@ -25,11 +25,14 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "memif_redial.h"
 #include "net/port.h"
 #include "wire/headers.h"
 
@@ -102,6 +105,12 @@ public:
 
     [[nodiscard]] const PortInfo& info() const { return info_; }
     [[nodiscard]] std::uint16_t port_id() const { return port_id_; }
+
+    // For a net_memif client (role=client): restarts the port while its
+    // link stays down, so it dials its server again (memif_redial.h). Call
+    // it from the loop thread between data-path rounds, every few ms; it
+    // does nothing for other ports. Returns a line worth logging, or "".
+    [[nodiscard]] std::string keep_link(std::chrono::steady_clock::time_point now);
     [[nodiscard]] DpdkPortStats stats() const;
 
     // True when `spec` looks like a PCI address rather than vdev devargs.
@@ -136,7 +145,9 @@ private:
     PortInfo info_;
     std::size_t max_frame_ = 0;
     bool eal_started_ = false;
-    bool port_started_ = false;
+    bool port_started_ = false;  // false: receive() and flush() leave the PMD alone
+    std::optional<MemifRedial> redial_;  // a memif client's
+    std::string memif_socket_;           // its server's socket, for log lines
     std::unique_ptr<PacketWakeRing> wake_ring_;
     std::unique_ptr<MemifPeerWake> memif_wake_;
     int rx_wait_fd_ = -1;

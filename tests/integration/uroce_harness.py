@@ -61,6 +61,16 @@ def tail(text, lines=40):
     return ("[... %d lines]\n" % (len(rows) - len(cut)) if len(rows) > len(cut) else "") + "\n".join(cut)
 
 
+def wait_for(condition, seconds, interval=0.05):
+    """Polls `condition` until it holds or `seconds` pass; its last answer."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(interval)
+    return condition()
+
+
 def missing_tools(names):
     return [n for n in names if shutil.which(n) is None]
 
@@ -352,6 +362,10 @@ class Topology:
     the daemons' RoCE frames go over net_memif (shared memory; docs/wires.md)
     between a server and a client memif port, with addresses of their own
     (MEMIF_SUBNET) that the kernel does not own.
+    memif-client-first: the memif topology with the client's daemon started
+    (and ready) before the server's: its port finds no server socket and
+    dials again from its housekeeping (docs/wires.md); the topology is
+    ready once the client's log says it connected (bounded wait).
     """
 
     MEMIF_SUBNET = "10.78.0"
@@ -370,8 +384,8 @@ class Topology:
                 self.daemons = [d]
                 self.server = Endpoint(d, "127.0.0.1")
                 self.client = Endpoint(d, "127.0.0.1")
-            elif kind == "memif":
-                self._start_memif(uroced, uroce)
+            elif kind in ("memif", "memif-client-first"):
+                self._start_memif(uroced, uroce, client_first=kind == "memif-client-first")
             elif kind in ("veth-one-daemon", "memif-one-daemon"):
                 self._start_one_daemon(kind, uroced, uroce)
             elif kind in ("veth", "veth-jumbo"):
@@ -387,14 +401,23 @@ class Topology:
             self.close()
             raise
 
-    def _start_memif(self, uroced, uroce):
+    MEMIF_CONNECTED = "memif client connected to its server"
+
+    def _start_memif(self, uroced, uroce, client_first=False):
         self.net = VethNamespaces()
         self.memif_dir = tempfile.TemporaryDirectory(prefix="uroce-memif-")
         socket = os.path.join(self.memif_dir.name, "memif.sock")
-        for ns, role, host, name in zip(self.net.ns, ["server", "client"], [1, 2], ["uroce_a", "uroce_b"]):
-            self.daemons.append(Daemon(uroced, uroce, name=name, ip=f"{self.MEMIF_SUBNET}.{host}",
-                                       port=f"net_memif0,role={role},socket={socket}", netns=ns,
-                                       extra=self.daemon_args))
+        sides = list(zip(self.net.ns, ["server", "client"], [1, 2], ["uroce_a", "uroce_b"]))
+        started = {}
+        for ns, role, host, name in (reversed(sides) if client_first else sides):
+            started[role] = Daemon(uroced, uroce, name=name, ip=f"{self.MEMIF_SUBNET}.{host}",
+                                   port=f"net_memif0,role={role},socket={socket}", netns=ns, extra=self.daemon_args)
+            self.daemons.append(started[role])
+        self.daemons = [started["server"], started["client"]]
+        if client_first:
+            client = started["client"]
+            if not wait_for(lambda: self.MEMIF_CONNECTED in client.log_text(), 30):
+                raise RuntimeError(f"the memif client started first never connected:\n{tail(client.log_text(), 30)}")
         self.server = Endpoint(self.daemons[0], self.net.ip[0])
         self.client = Endpoint(self.daemons[1], self.net.ip[0])
 
@@ -424,7 +447,7 @@ class Topology:
                     f"(TCP over the veth, {self.net.ip[0]})")
         if self.kind in ("loopback", "loopback-jumbo"):
             return f"one uroced ({self.server.device}) on the loopback port, TCP over 127.0.0.1"
-        if self.kind == "memif":
+        if self.kind in ("memif", "memif-client-first"):
             return (f"{self.server.device} in {self.net.ns[0]} <-memif-> {self.client.device} in {self.net.ns[1]} "
                     f"(RoCE over shared memory; TCP over the veth, {self.net.ip[0]})")
         return (f"{self.server.device} in {self.net.ns[0]} on {self.net.ifname[0]} ({self.net.ip[0]}) <-veth-> "
@@ -453,7 +476,7 @@ class Topology:
 def skip_reason(kind, tools):
     """Why the data tests of `kind` cannot run here, or None."""
     if os.geteuid() != 0:
-        if kind in ("veth", "veth-jumbo", "memif", "veth-one-daemon", "memif-one-daemon"):
+        if kind in ("veth", "veth-jumbo", "memif", "memif-client-first", "veth-one-daemon", "memif-one-daemon"):
             return "needs root to create network namespaces and a veth pair"
         return "needs root to create /dev/infiniband/uverbs_uroce_lo (see docs/daemon.md for the unprivileged recipe)"
     missing = missing_tools(list(tools) + ["stdbuf"] + (["ip"] if not kind.startswith("loopback") else []))

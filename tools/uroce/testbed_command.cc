@@ -66,12 +66,13 @@ void print_up(const tb::Record& r) {
     const tb::Plan& p = r.plan;
     const std::string uroce = self_path();
     const std::string name = name_flag(p.options.name);
-    fmt::print("testbed {} is up: {} nodes joined by {}, wire {}, MTU {}, {}\n", p.options.name, p.nodes.size(),
+    fmt::print("testbed {} is up: {} nodes joined by {}, wire {}, MTU {}, {}, {}\n", p.options.name, p.nodes.size(),
                p.joint == tb::Joint::VethPair ? "a veth pair" : "a bridge (in " + p.bridge_netns + ")",
                tb::wire_name(p.options.wire), p.options.mtu,
                p.options.loss_percent ? fmt::format("{:g}% loss each way (uroced --fault {})", *p.options.loss_percent,
                                                     tb::loss_fault_rule(*p.options.loss_percent))
-                                      : std::string("no injected loss"));
+                                      : std::string("no injected loss"),
+               tb::daemon_shape_name(p.options.daemons));
     fmt::print("{:<5} {:<24} {:<9} {:<12} {:<14} {:<8} {}\n", "node", "namespace", "interface", "IPv4", "IPv6",
                "device", "uroced pid");
     for (std::size_t i = 0; i < p.nodes.size(); ++i) {
@@ -80,7 +81,7 @@ void print_up(const tb::Record& r) {
                    r.daemons[i].pid);
     }
     if (p.options.wire == tb::Wire::Memif) {
-        fmt::print("The daemons' RoCE frames go over memif (n1 role=server, n2 role=client, socket {}); the {} "
+        fmt::print("The devices' RoCE frames go over memif (n1 role=server, n2 role=client, socket {}); the {} "
                    "carries only the programs' own TCP. No tcpdump on memif: use uroce capture.\n",
                    p.memif_socket(), p.nodes[0].ifname);
     }
@@ -93,7 +94,9 @@ void print_up(const tb::Record& r) {
                tb::kIpv4GidIndex);
     fmt::print("  {} testbed exec{} {} -- ibv_rc_pingpong -d {} -g {} {}\n", uroce, name, b.node, b.device,
                tb::kIpv4GidIndex, a.ipv4);
-    fmt::print("Logs: {}/NODE/uroced.log; record: {}\n", p.state_dir(), p.record_path());
+    fmt::print("Logs: {}; record: {}\n",
+               p.options.daemons == tb::DaemonShape::Shared ? a.log_path : p.state_dir() + "/NODE/uroced.log",
+               p.record_path());
     fmt::print("Take it down: {} testbed down{}\n", uroce, name.empty() ? "" : " " + p.options.name);
 }
 
@@ -116,7 +119,8 @@ void add_up(CLI::App& testbed, const std::shared_ptr<std::string>& root) {
     auto mtu = std::make_shared<std::uint32_t>(0);  // 0: tb::default_mtu
     auto uroced = std::make_shared<std::string>();
     auto timeout = std::make_shared<double>(60);
-    auto* up = testbed.add_subcommand("up", "Make the namespaces and links and start a uroced on each node");
+    auto per_node = std::make_shared<bool>(false);
+    auto* up = testbed.add_subcommand("up", "Make the namespaces and links and start the uroced of the nodes");
     up->add_option("--nodes", o->nodes, "how many nodes (2: a veth pair; more: a bridge)")->capture_default_str();
     up->add_option("--name", o->name, "the testbed's name (several can be up at once)")->capture_default_str();
     up->add_option("--loss", *loss, "drop this share of packets in each direction, e.g. 1% (uroced --fault)");
@@ -126,12 +130,16 @@ void add_up(CLI::App& testbed, const std::shared_ptr<std::string>& root) {
         ->check(CLI::IsMember({"memif", "veth"}));
     up->add_option("--mtu", *mtu, "Ethernet MTU of the wire and the veths (default 9000 on memif, 1500 on veth)")
         ->check(CLI::Range(576u, 9216u));
+    up->add_flag("--daemon-per-node", *per_node,
+                 "one uroced per node, each in its node's namespace (default: one uroced hosting every node's "
+                 "device, one loop thread for the testbed)");
     up->add_option("--uroced", *uroced, "the daemon to run (default: beside this uroce, else installed, else PATH)");
     up->add_option("--timeout", *timeout, "seconds to wait for each daemon to be ready")->capture_default_str();
     up->callback([=] {
         o->state_root = *root;
         o->wire = wire->empty() ? tb::default_wire(o->nodes) : *tb::parse_wire(*wire);
         o->mtu = *mtu != 0 ? *mtu : tb::default_mtu(o->wire);
+        o->daemons = *per_node ? tb::DaemonShape::PerNode : tb::DaemonShape::Shared;
         if (!loss->empty()) {
             o->loss_percent = parse_percent(*loss);
         }
@@ -206,10 +214,11 @@ void add_exec(CLI::App& testbed, const std::shared_ptr<std::string>& root) {
 bool print_status(const tb::Record& r) {
     const auto existing = tb::existing_namespaces();
     bool healthy = true;
-    fmt::print("testbed {}: {} nodes, {}, wire {}, MTU {}, {}\n", r.plan.options.name, r.plan.nodes.size(),
+    fmt::print("testbed {}: {} nodes, {}, wire {}, MTU {}, {}, {}\n", r.plan.options.name, r.plan.nodes.size(),
                r.plan.joint == tb::Joint::VethPair ? "veth pair" : "bridge in " + r.plan.bridge_netns,
                tb::wire_name(r.plan.options.wire), r.plan.options.mtu,
-               r.plan.options.loss_percent ? fmt::format("{:g}% loss", *r.plan.options.loss_percent) : "no loss");
+               r.plan.options.loss_percent ? fmt::format("{:g}% loss", *r.plan.options.loss_percent) : "no loss",
+               tb::daemon_shape_name(r.plan.options.daemons));
     if (r.plan.joint == tb::Joint::Bridge && existing.count(r.plan.bridge_netns) == 0) {
         fmt::print("  bridge namespace {} is missing\n", r.plan.bridge_netns);
         healthy = false;
@@ -296,7 +305,7 @@ void add_down(CLI::App& testbed, const std::shared_ptr<std::string>& root) {
 
 void add_testbed_command(CLI::App& app) {
     auto root = std::make_shared<std::string>(tb::default_state_root());
-    auto* testbed = app.add_subcommand("testbed", "Nodes in network namespaces, each with a uroced (docs/ci-testbed.md)");
+    auto* testbed = app.add_subcommand("testbed", "Nodes in network namespaces, each with a uroce device (docs/ci-testbed.md)");
     testbed->require_subcommand(1);
     add_up(*testbed, root);
     add_exec(*testbed, root);

@@ -198,6 +198,16 @@ void DeviceInstance::build(const DeviceHooks& hooks) {
     }
 }
 
+void DeviceInstance::keep_link([[maybe_unused]] std::chrono::steady_clock::time_point now) {
+#ifdef UROCE_HAVE_DPDK
+    if (nic_) {
+        if (const std::string line = nic_->keep_link(now); !line.empty()) {
+            log_info("{}: {}", spec_.name, line);
+        }
+    }
+#endif
+}
+
 void DeviceInstance::log_ready() const {
     log_info("{} ready: port {} (MTU {}, active IB MTU {}), {} GIDs, state in {}", spec_.name, spec_.port,
              netdev_mtu_, device::mtu_bytes(dev_->active_mtu()), dev_->gids().size(), spec_.state_dir);

@@ -7,6 +7,7 @@
 // its one loop (main.cc) serves them all.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -74,6 +75,9 @@ public:
     void log_summary();
     // Tells the clients the device is gone.
     void shutdown_clients();
+    // Housekeeping of the port's link: a memif client whose link stays
+    // down dials its server again (docs/wires.md), with a log line.
+    void keep_link(std::chrono::steady_clock::time_point now);
 
 private:
     void take_lock();

@@ -179,6 +179,7 @@ void run_loop(Devices& devices, const LoopSchedule& schedule) {
             for (auto& d : devices) {
                 d->server().poll_pools(now);  // relaxed-MR invalidation timers
                 d->server().check_clients(now);  // clients whose process exec'ed or exited
+                d->keep_link(now);  // a memif client dials its server again
             }
             next_pools = now + std::chrono::milliseconds(10);
         }

@@ -4,17 +4,20 @@ two-node runs of the data tests.
 
 usage: test_testbed.py UROCED UROCE BYTE_CHECK
 
-- A two-node testbed on the default wire, memif (the daemons' RoCE frames
-  in shared memory, the veth for the programs' TCP only): each node sees
-  its own device through `uroce testbed exec`; ibv_rc_pingpong -c at 4 KiB
+- A two-node testbed on the default wire, memif (the devices' RoCE frames
+  in shared memory, the veth for the programs' TCP only), both devices in
+  the default one uroced: each node sees its own device (and only it)
+  through `uroce testbed exec`; ibv_rc_pingpong -c at 4 KiB
   over RoCE v2 on IPv4 and on IPv6 (the daemons resolve each other by ARP
   and ND over the memif), byte_check (every byte of WRITE, READ, SEND, and
   the remote access errors) and rping -V (rdma_cm: the daemons' addresses
   are the nodes') between n1 and n2, with the veths' counters showing the
   RoCE frames did not cross them; then `down` leaves no namespace, state
-  directory, memif socket or record.
+  directory, memif socket or record. The same with --daemon-per-node (a
+  uroced per node): the IPv4 ping-pong and byte_check.
 - The same pair with --wire veth (af_packet, the real kernel interface
-  case): a ping-pong whose frames the veth's counters show.
+  case), in one uroced (n2's port opened in n2's namespace) and per node:
+  a ping-pong whose frames the veth's counters show.
 - Three nodes (a bridge in its own namespace; the default wire is then
   veth), MTU 9000: a ping-pong with a 4096-byte path MTU between n3 and n1;
   --wire memif with 3 nodes is refused with the reason.
@@ -22,10 +25,12 @@ usage: test_testbed.py UROCED UROCE BYTE_CHECK
   PID handed (in the record) to an unrelated process, as if the kernel had
   reused it; `down` removes everything, the memif socket the dead server
   left included, stops the other daemon, leaves that process alone, and
-  removes the dead daemon's DPDK runtime directory.
+  removes the dead daemon's DPDK runtime directory. The same with the one
+  shared uroced killed.
 - A failed `up` (a "daemon" that exits at once) removes what it made.
-- --loss: 5% loss each way on memif by uroced --fault: the ping-pong's
-  data is checked and the daemons' fault counters show the drops; skipped
+- --loss: 5% loss each way on memif by uroced --fault (one rule in the
+  shared daemon, each device's own hook): the ping-pong's data is checked
+  and both devices' fault counters show the drops; skipped
   (reported) when this uroced has no --fault option.
 
 Exit 77 (skipped), with the reason, without root or the tools.
@@ -63,8 +68,8 @@ def namespaces_of(name):
 
 def pingpong(test, tb, server_node, client_node, gid_index, tcp_host, lossy=False):
     port = harness.free_tcp_port()
-    base = ["ibv_rc_pingpong", "-d", "uroce0", "-g", str(gid_index), "-p", str(port), "-s", str(SIZE), "-n",
-            str(ITERS), "-c", "-m", str(server_node.active_mtu())]
+    base = ["ibv_rc_pingpong", "-g", str(gid_index), "-p", str(port), "-s", str(SIZE), "-n", str(ITERS), "-c", "-m",
+            str(server_node.active_mtu())]
 
     class Pair:  # run_pair's view: which node runs which side
         server = harness.Endpoint(server_node, tcp_host)
@@ -72,7 +77,11 @@ def pingpong(test, tb, server_node, client_node, gid_index, tcp_host, lossy=Fals
         dead_daemons = tb.dead_daemons
         daemon_logs = tb.daemon_logs
 
-    result = harness.run_pair(Pair, base, base + [tcp_host], port, timeout=120)
+    # Each node's own device: uroce0 on every node with a daemon per node,
+    # uroce0, uroce1, ... by node in a shared daemon.
+    server = base + ["-d", server_node.name]
+    client = base + ["-d", client_node.name, tcp_host]
+    result = harness.run_pair(Pair, server, client, port, timeout=120)
     detail = result.describe()
     if lossy and not result.ok() and harness.pingpong_last_ack_lost(result, ITERS):
         sys.stderr.write("    the last SEND's ACK was lost after its peer exited (RETRY_EXC_ERR on that side)\n")
@@ -106,17 +115,55 @@ def memif_socket(tb):
     return os.path.join(tb.tmp.name, f"testbed-{tb.name}", "memif.sock")
 
 
+PER_NODE = "--daemon-per-node"
+
+
+def one_shared_daemon(test, tb):
+    """Every node's device in one uroced: one PID and command line for all."""
+    test.assertEqual(len({(n["pid"], n["start_time"]) for n in tb.record["nodes"]}), 1, tb.record)
+    test.assertEqual(len({tuple(n["argv"]) for n in tb.record["nodes"]}), 1, tb.record)
+    test.assertEqual([n.name for n in tb.nodes], [f"uroce{k}" for k in range(len(tb.nodes))])
+    test.assertIn("one uroced for all nodes", tb.up.stdout)
+
+
+def stopped_line(tb, shared):
+    """What `down` says of the daemons it stopped cleanly."""
+    if shared:
+        return [r"uroced of n1, n2 \(pid \d+\): stopped"]
+    return [r"uroced of n1 \(pid \d+\): stopped", r"uroced of n2 \(pid \d+\): stopped"]
+
+
 class TwoNodeTests(unittest.TestCase):
     def test_up_exec_down(self):
-        name = testbed_name("a")
-        tb = harness.Testbed(UROCE, name)
+        """The default: one uroced with both memif ends, every check."""
+        self.up_exec_down(shared=True)
+
+    def test_up_exec_down_daemon_per_node(self):
+        """--daemon-per-node: a uroced per node (the memif server first)."""
+        self.up_exec_down(shared=False)
+
+    def up_exec_down(self, shared):
+        name = testbed_name("a" if shared else "p")
+        tb = harness.Testbed(UROCE, name, *([] if shared else [PER_NODE]))
         try:
             self.assertIn(f"testbed {name} is up: 2 nodes joined by a veth pair, wire memif, MTU 9000", tb.up.stdout)
             self.assertIn("testbed exec --name", tb.up.stdout)  # how to run a program on each node
             self.assertEqual(sorted(namespaces_of(name)), [f"uroce-{name}-n1", f"uroce-{name}-n2"])
-            for node, role in zip(tb.record["nodes"], ("server", "client")):
-                self.assertIn(f"net_memif0,role={role},socket={memif_socket(tb)}", node["argv"])
-                self.assertIn(node["ipv4"], node["argv"])  # the daemon's address is its node's
+            if shared:
+                one_shared_daemon(self, tb)
+                argv = tb.record["nodes"][0]["argv"]
+                self.assertIn(f"net_memif0,role=server,socket={memif_socket(tb)}", argv)
+                device = [a for a in argv if a.startswith("name=uroce1,")]
+                self.assertEqual(len(device), 1, argv)
+                self.assertIn(f"port=net_memif1,role=client,socket={memif_socket(tb)},", device[0])
+                self.assertIn(f"netns=uroce-{name}-n2", device[0])
+                self.assertIn(tb.nodes[1].ip, device[0])  # the device's address is its node's
+            else:
+                self.assertIn("one uroced per node", tb.up.stdout)
+                self.assertNotEqual(tb.nodes[0].pid, tb.nodes[1].pid)
+                for node, role in zip(tb.record["nodes"], ("server", "client")):
+                    self.assertIn(f"net_memif0,role={role},socket={memif_socket(tb)}", node["argv"])
+                    self.assertIn(node["ipv4"], node["argv"])  # the daemon's address is its node's
             status = tb.run("status", name)
             self.assertEqual(status.returncode, 0, status.stdout + status.stderr)
             self.assertIn(f"memif socket {memif_socket(tb)} present", status.stdout)
@@ -124,7 +171,9 @@ class TwoNodeTests(unittest.TestCase):
             for node in tb.nodes:
                 r = subprocess.run(node.exec_argv("ibv_devices"), capture_output=True, text=True, timeout=60)
                 self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-                self.assertRegex(r.stdout, r"(?m)^\s*uroce0\s+[0-9a-f]{16}\s*$")
+                # exactly the node's own device
+                self.assertRegex(r.stdout, rf"(?m)^\s*{node.name}\s+[0-9a-f]{{16}}\s*$")
+                self.assertEqual(len(re.findall(r"(?m)^\s*uroce\d", r.stdout)), 1, r.stdout)
                 # the program really runs in the node's namespace
                 r = subprocess.run(node.exec_argv("ip", "-o", "addr", "show", "veth0"), capture_output=True,
                                    text=True, timeout=60)
@@ -132,12 +181,14 @@ class TwoNodeTests(unittest.TestCase):
                 self.assertIn(f"inet6 {node.ipv6}/64", r.stdout)
             pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip)
             sys.stderr.write(f"    ibv_rc_pingpong -c -s {SIZE} over IPv4 (GID {tb.server.gid_index}): ok\n")
-            pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index + 1, tb.nodes[0].ip)
-            sys.stderr.write(f"    ibv_rc_pingpong -c -s {SIZE} over IPv6 (GID {tb.server.gid_index + 1}): ok\n")
+            if shared:  # the per-node shape runs the same code per daemon: IPv4 and byte_check suffice
+                pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index + 1, tb.nodes[0].ip)
+                sys.stderr.write(f"    ibv_rc_pingpong -c -s {SIZE} over IPv6 (GID {tb.server.gid_index + 1}): ok\n")
             self.byte_check(tb)
-            self.rping(tb)
-            # 2 x 500 ping-pong SENDs per GID came to n1 alone; over the
-            # veth only the programs' TCP exchanges did.
+            if shared:
+                self.rping(tb)
+            # The ping-pong SENDs came to n1 alone; over the veth only the
+            # programs' TCP exchanges did.
             veth_frames = veth_rx_packets(tb.nodes[0]) - veth_before
             self.assertLess(veth_frames, ITERS, "RoCE frames crossed the veth on a memif testbed")
             sys.stderr.write(f"    memif: n1's veth0 received {veth_frames} frames (the programs' TCP)\n")
@@ -147,8 +198,8 @@ class TwoNodeTests(unittest.TestCase):
             down = tb.down()
             tb.close()
         self.assertEqual(down.returncode, 0, down.stdout + down.stderr)
-        self.assertRegex(down.stdout, r"uroced of n1 \(pid \d+\): stopped")
-        self.assertRegex(down.stdout, r"uroced of n2 \(pid \d+\): stopped")
+        for line in stopped_line(tb, shared):
+            self.assertRegex(down.stdout, line)
         self.assertEqual(namespaces_of(name), [])
         for pid in pids:
             self.assertFalse(harness_alive(pid), f"uroced {pid} still running")
@@ -170,18 +221,33 @@ class TwoNodeTests(unittest.TestCase):
         sys.stderr.write(f"    rping -V -C {count} -S {size} (rdma_cm): ok\n")
 
     def test_veth_wire(self):
-        """The real kernel interface: af_packet daemons on the veth."""
-        name = testbed_name("v")
-        tb = harness.Testbed(UROCE, name, "--wire", "veth")
+        """The real kernel interface: af_packet ports on the veth ends, in
+        one uroced (n2's port opened in n2's namespace) and with a uroced
+        per node."""
+        for shared in (True, False):
+            with self.subTest(shared=shared):
+                self.veth_wire(shared)
+
+    def veth_wire(self, shared):
+        name = testbed_name("v" if shared else "w")
+        tb = harness.Testbed(UROCE, name, "--wire", "veth", *([] if shared else [PER_NODE]))
         try:
             self.assertIn(f"testbed {name} is up: 2 nodes joined by a veth pair, wire veth, MTU 1500", tb.up.stdout)
-            for node in tb.record["nodes"]:
-                self.assertIn("net_af_packet0,iface=veth0", node["argv"])
             self.assertIsNone(tb.record["memif_socket"])
+            if shared:
+                one_shared_daemon(self, tb)
+                argv = tb.record["nodes"][0]["argv"]
+                self.assertIn("net_af_packet0,iface=veth0", argv)
+                self.assertTrue(any(a.startswith("name=uroce1,port=net_af_packet1,iface=veth0,") and
+                                    a.endswith(f",netns=uroce-{name}-n2") for a in argv), argv)
+            else:
+                for node in tb.record["nodes"]:
+                    self.assertIn("net_af_packet0,iface=veth0", node["argv"])
             before = veth_rx_packets(tb.nodes[0])
             pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip)
             self.assertGreaterEqual(veth_rx_packets(tb.nodes[0]) - before, ITERS, "the RoCE frames missed the veth")
-            sys.stderr.write(f"    veth: ibv_rc_pingpong -c -s {SIZE} over af_packet: ok\n")
+            sys.stderr.write(f"    veth ({'one uroced' if shared else 'uroced per node'}): ibv_rc_pingpong -c -s "
+                             f"{SIZE} over af_packet: ok\n")
         finally:
             down = tb.down()
             tb.close()
@@ -246,12 +312,21 @@ class BridgeTests(unittest.TestCase):
 
 class CrashTests(unittest.TestCase):
     def test_down_after_a_daemon_was_killed_and_its_pid_reused(self):
-        name = testbed_name("c")
-        tb = harness.Testbed(UROCE, name)
+        """A daemon per node: n1's (the memif server) killed, n2's stopped."""
+        self.crash(shared=False)
+
+    def test_down_after_the_shared_daemon_was_killed_and_its_pid_reused(self):
+        """The one uroced of both nodes killed: nothing of it is left."""
+        self.crash(shared=True)
+
+    def crash(self, shared):
+        name = testbed_name("s" if shared else "c")
+        tb = harness.Testbed(UROCE, name, *([] if shared else [PER_NODE]))
         bystander = subprocess.Popen(["sleep", "300"])
         try:
             victim, other = tb.nodes
             record_path = os.path.join(tb.tmp.name, f"testbed-{name}.json")
+            # a shared daemon's DPDK runtime directory is named after its first device
             victim_dpdk = dpdk_runtime_dir(victim.name, victim.state)
             os.kill(victim.pid, signal.SIGKILL)
             deadline_ok = harness_wait(lambda: not harness_alive(victim.pid))
@@ -261,7 +336,8 @@ class CrashTests(unittest.TestCase):
             # record now names `sleep` (with the daemon's start time).
             with open(record_path) as f:
                 record = json.load(f)
-            record["nodes"][0]["pid"] = bystander.pid
+            for node in record["nodes"][: 2 if shared else 1]:
+                node["pid"] = bystander.pid
             with open(record_path, "w") as f:
                 json.dump(record, f)
             self.assertTrue(os.path.isdir(victim_dpdk), f"the killed daemon left no {victim_dpdk}")
@@ -272,9 +348,12 @@ class CrashTests(unittest.TestCase):
         try:
             self.assertEqual(down.returncode, 0, down.stdout + down.stderr)
             self.assertIn("left alone (its PID is another process now)", down.stdout)
-            self.assertRegex(down.stdout, r"uroced of n2 \(pid \d+\): stopped")
+            if shared:
+                self.assertRegex(down.stdout, r"uroced of n1, n2 \(pid \d+\): left alone")
+            else:
+                self.assertRegex(down.stdout, r"uroced of n2 \(pid \d+\): stopped")
+                self.assertFalse(harness_alive(other.pid))
             self.assertIsNone(bystander.poll(), "down signalled a process that is not its daemon")
-            self.assertFalse(harness_alive(other.pid))
             self.assertEqual(namespaces_of(name), [])
             self.assertFalse(os.path.exists(victim.state), victim.state)
             self.assertFalse(os.path.exists(victim_dpdk), f"{victim_dpdk} left behind")
@@ -330,12 +409,13 @@ class LossTests(unittest.TestCase):
         tb = harness.Testbed(UROCE, name, "--loss", "5%")
         try:
             self.assertIn("wire memif", tb.up.stdout)
+            one_shared_daemon(self, tb)  # one rule, each device's tx its own direction
             self.assertIn("5% loss each way (uroced --fault drop:rate=5%,dir=tx)", tb.up.stdout)
             for node in tb.record["nodes"]:
                 self.assertIn("drop:rate=5%,dir=tx", node["argv"])
             pingpong(self, tb, tb.nodes[0], tb.nodes[1], tb.server.gid_index, tb.nodes[0].ip, lossy=True)
-            # Each daemon dropped about 5% of the >= 500 RoCE frames it sent:
-            # the drops are the daemons' own, on a wire netem cannot reach.
+            # Each device dropped about 5% of the >= 500 RoCE frames it sent:
+            # the drops are the daemon's own, on a wire netem cannot reach.
             for node in tb.nodes:
                 dropped = injected_drops(node)
                 self.assertGreater(dropped, 0, f"{node.node}: no injected drop counted")

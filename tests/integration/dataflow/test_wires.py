@@ -3,7 +3,11 @@
 namespaces, on a veth with a 9000-byte MTU (net_af_packet) or on net_memif;
 or one uroced on the loopback port with --mtu 9000.
 
-usage: test_wires.py --topology {loopback-jumbo,veth-jumbo,memif} UROCED UROCE BYTE_CHECK
+usage: test_wires.py --topology {loopback-jumbo,veth-jumbo,memif,memif-client-first} UROCED UROCE BYTE_CHECK
+
+memif-client-first starts the memif client's daemon before the server's:
+the client dials again until the server is there (docs/wires.md), and the
+same checks then pass.
 
 Passes when:
 - both daemons chose the active IB MTU 4096 by themselves (no --mtu given);
@@ -101,7 +105,8 @@ def make_suite(topo):
 def main():
     global BYTE_CHECK
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--topology", choices=["loopback-jumbo", "veth-jumbo", "memif"], required=True)
+    ap.add_argument("--topology", required=True,
+                    choices=["loopback-jumbo", "veth-jumbo", "memif", "memif-client-first"])
     ap.add_argument("uroced")
     ap.add_argument("uroce")
     ap.add_argument("byte_check")

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -60,16 +61,16 @@ std::string wait_daemon(const Record& r, std::size_t i, std::chrono::millisecond
     return {};
 }
 
-// Starts every node's daemon, recording each PID before waiting for any,
-// then waits for each to answer. On memif the server (the first node) must
-// be ready first: DPDK's memif client connects once, when its port starts,
-// and never again if the server's socket is not there yet.
-std::string start_daemons(Record& r, std::chrono::milliseconds ready_timeout) {
+// Starts every node's daemon, recording each PID before waiting for any.
+// On memif the server (the first node) is made ready first: a client that
+// starts before it connects only when it dials again (docs/wires.md), up to
+// a backoff later.
+std::string start_daemon_per_node(Record& r, std::chrono::milliseconds ready_timeout) {
     const bool server_first = r.plan.options.wire == Wire::Memif;
     for (std::size_t i = 0; i < r.plan.nodes.size(); ++i) {
         const NodePlan& n = r.plan.nodes[i];
         std::string problem;
-        r.daemons[i] = start_daemon(n.netns, uroced_argv(r.plan, n, r.uroced), n.log_path, problem);
+        r.daemons[i] = start_daemon(n.netns, uroced_argv(r.plan, i, r.uroced), n.log_path, problem);
         if (!problem.empty()) {
             return fmt::format("{}: cannot start uroced: {}", n.node, problem);
         }
@@ -82,8 +83,31 @@ std::string start_daemons(Record& r, std::chrono::milliseconds ready_timeout) {
             }
         }
     }
+    return {};
+}
+
+// Starts the one uroced of every node, in n1's namespace (its ports are
+// made in the order of its devices: the memif server, n1's, before the
+// client).
+std::string start_shared_daemon(Record& r) {
+    const NodePlan& first = r.plan.nodes.front();
+    std::string problem;
+    const DaemonRecord d = start_daemon(first.netns, shared_uroced_argv(r.plan, r.uroced), first.log_path, problem);
+    if (!problem.empty()) {
+        return fmt::format("cannot start uroced: {}", problem);
+    }
+    std::fill(r.daemons.begin(), r.daemons.end(), d);
+    return save_record(r);
+}
+
+std::string start_daemons(Record& r, std::chrono::milliseconds ready_timeout) {
+    std::string err = r.plan.options.daemons == DaemonShape::Shared ? start_shared_daemon(r)
+                                                                    : start_daemon_per_node(r, ready_timeout);
+    if (!err.empty()) {
+        return err;
+    }
     for (std::size_t i = 0; i < r.plan.nodes.size(); ++i) {
-        if (std::string err = wait_daemon(r, i, ready_timeout); !err.empty()) {
+        if (err = wait_daemon(r, i, ready_timeout); !err.empty()) {
             return err;
         }
     }

@@ -10,9 +10,11 @@ namespace uroce::tools::testbed {
 
 namespace {
 
-// The device every node's uroced publishes: each node has its own state
-// directory, so all can use the name a single host would (like mlx5_0 on
-// every machine of a cluster), and a program runs unchanged on any node.
+// The device every node's uroced publishes when each node has its own
+// daemon: each node has its own state directory, so all can use the name a
+// single host would (like mlx5_0 on every machine of a cluster), and a
+// program runs unchanged on any node. The devices of one Shared daemon
+// need distinct names (docs/daemon.md), uroce0, uroce1, ... by node.
 constexpr const char* kDevice = "uroce0";
 // The node's end of its link, in its own namespace.
 constexpr const char* kNodeInterface = "veth0";
@@ -66,8 +68,8 @@ std::string check_options(const Options& o) {
     if (o.wire == Wire::Memif) {
         if (o.nodes != 2) {
             return fmt::format(
-                "--wire memif joins exactly 2 nodes (a memif pair is one server and one client, and a uroced has one "
-                "port); for {} nodes use --wire veth (a bridge)",
+                "--wire memif joins exactly 2 nodes (a memif pair is one server and one client); for {} nodes use "
+                "--wire veth (a bridge)",
                 o.nodes);
         }
         Plan p;
@@ -95,9 +97,9 @@ Plan make_plan(const Options& o) {
         n.ifname = kNodeInterface;
         n.ipv4 = fmt::format("{}{}", kIpv4Prefix, k);
         n.ipv6 = fmt::format("{}{:x}", kIpv6Prefix, k);
-        n.device = kDevice;
+        n.device = o.daemons == DaemonShape::Shared ? fmt::format("uroce{}", k - 1) : std::string(kDevice);
         n.state_dir = fmt::format("{}/{}", p.state_dir(), n.node);
-        n.log_path = n.state_dir + "/uroced.log";
+        n.log_path = o.daemons == DaemonShape::Shared ? p.state_dir() + "/uroced.log" : n.state_dir + "/uroced.log";
         p.nodes.push_back(std::move(n));
     }
     return p;
@@ -125,35 +127,72 @@ std::optional<Wire> parse_wire(const std::string& text) {
 
 std::string loss_fault_rule(double percent) { return fmt::format("drop:rate={:g}%,dir=tx", percent); }
 
-std::string port_spec(const Plan& plan, const NodePlan& node) {
+std::string port_spec(const Plan& plan, std::size_t index) {
+    const unsigned instance = plan.options.daemons == DaemonShape::Shared ? static_cast<unsigned>(index) : 0;
     switch (plan.options.wire) {
-        case Wire::Memif: {
+        case Wire::Memif:
             // uroced adds socket-abstract=no for a socket path (docs/wires.md).
-            const bool first = !plan.nodes.empty() && node.node == plan.nodes.front().node;
-            return fmt::format("net_memif0,role={},socket={}", first ? "server" : "client", plan.memif_socket());
-        }
+            return fmt::format("net_memif{},role={},socket={}", instance, index == 0 ? "server" : "client",
+                               plan.memif_socket());
         case Wire::Veth:
             break;
     }
-    return "net_af_packet0,iface=" + node.ifname;
+    return fmt::format("net_af_packet{},iface={}", instance, plan.nodes.at(index).ifname);
 }
 
-std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced) {
+namespace {
+
+void add_fault(const Plan& plan, std::vector<std::string>& argv) {
+    if (plan.options.loss_percent && *plan.options.loss_percent > 0.0) {
+        // In a Shared daemon the rule applies to every device's port
+        // (docs/daemon.md); dir=tx still counts each frame once, at the
+        // device that sends it.
+        argv.emplace_back("--fault");
+        argv.push_back(loss_fault_rule(*plan.options.loss_percent));
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> uroced_argv(const Plan& plan, std::size_t index, const std::string& uroced) {
     // The flags the dataflow tests give their two daemons (harness
     // Topology), plus the IPv6 address. On either wire the daemon's
     // addresses are its node's (the veth end's): a program that connects
     // to a node's address (rdma_cm, a TCP exchange of QP details) finds
     // that node's daemon, whichever wire carries the RoCE frames.
-    std::vector<std::string> argv = {uroced,       "--port", port_spec(plan, node),
+    const NodePlan& node = plan.nodes.at(index);
+    std::vector<std::string> argv = {uroced,       "--port", port_spec(plan, index),
                                      "--ip",       node.ipv4, "--ip",
                                      node.ipv6,    "--name", node.device,
                                      "--state-dir", node.state_dir, "--mtu",
                                      std::to_string(plan.options.mtu)};
-    if (plan.options.loss_percent && *plan.options.loss_percent > 0.0) {
-        argv.emplace_back("--fault");
-        argv.push_back(loss_fault_rule(*plan.options.loss_percent));
+    add_fault(plan, argv);
+    return argv;
+}
+
+std::string device_spec(const Plan& plan, std::size_t index) {
+    const NodePlan& node = plan.nodes.at(index);
+    return fmt::format("name={},port={},ip={},ip={},state-dir={},mtu={},netns={}", node.device,
+                       port_spec(plan, index), node.ipv4, node.ipv6, node.state_dir, plan.options.mtu, node.netns);
+}
+
+std::vector<std::string> shared_uroced_argv(const Plan& plan, const std::string& uroced) {
+    std::vector<std::string> argv = uroced_argv(plan, 0, uroced);
+    for (std::size_t i = 1; i < plan.nodes.size(); ++i) {
+        argv.emplace_back("--device");
+        argv.push_back(device_spec(plan, i));
     }
     return argv;
+}
+
+const char* daemon_shape_name(DaemonShape s) {
+    switch (s) {
+        case DaemonShape::Shared:
+            return "one uroced for all nodes";
+        case DaemonShape::PerNode:
+            return "one uroced per node";
+    }
+    return "?";
 }
 
 std::string default_state_root() {

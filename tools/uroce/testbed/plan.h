@@ -13,7 +13,8 @@ namespace uroce::tools::testbed {
 // How the daemons' RoCE frames are carried (docs/wires.md):
 // - Memif: a DPDK net_memif pair, shared memory between the two daemons
 //   (n1 the server, n2 the client, the socket in the testbed's state
-//   directory); two nodes only, a daemon has one port. The veth (or
+//   directory; both ends in one process when the daemon is Shared); two
+//   nodes only, a memif pair has two ends. The veth (or
 //   bridge) is still made: it carries the programs' own TCP exchange.
 // - Veth: each daemon on net_af_packet over its node's veth end, the
 //   frames through the kernel (the "real kernel interface" case).
@@ -23,10 +24,19 @@ enum class Wire { Memif, Veth };
 // bridge in a namespace of its own, so nothing is made in the host's.
 enum class Joint { VethPair, Bridge };
 
+// How many uroced the nodes' devices live in (docs/ci-testbed.md):
+// - Shared: one uroced hosts every node's device (tools/uroced
+//   device_instance.h), each with its own port, state directory and, for
+//   its port's sockets and UDP sink, its node's namespace (--device
+//   netns=); one loop thread competes with the programs for the CPUs.
+// - PerNode: one uroced per node, each inside its node's namespace.
+enum class DaemonShape { Shared, PerNode };
+
 struct Options {
     std::string name = "tb";
     unsigned nodes = 2;
     Wire wire = Wire::Memif;
+    DaemonShape daemons = DaemonShape::Shared;
     std::uint32_t mtu = 9000;  // default_mtu(wire) unless --mtu
     std::optional<double> loss_percent;  // drop rate, each direction, by uroced --fault
     std::string state_root;              // where records and state directories go
@@ -39,8 +49,8 @@ struct NodePlan {
     std::string ipv4;       // 10.77.0.<k>
     std::string ipv6;       // fd00:77::<k>
     std::string device;     // the uroce device its uroced publishes
-    std::string state_dir;  // that uroced's --state-dir
-    std::string log_path;   // its stdout and stderr
+    std::string state_dir;  // that device's state directory
+    std::string log_path;   // its uroced's stdout and stderr (the shared one's log when Shared)
 };
 
 struct Plan {
@@ -93,11 +103,20 @@ inline constexpr std::size_t kMaxSocketPath = 107;
 // every link loses P%; dir=both would count each frame twice (the sender's
 // tx and the receiver's rx), about 2P%.
 [[nodiscard]] std::string loss_fault_rule(double percent);
-// uroced's --port for one node: its af_packet port on its veth end, or its
-// memif end (n1 role=server, n2 role=client).
-[[nodiscard]] std::string port_spec(const Plan& plan, const NodePlan& node);
-// uroced's command line for one node (without the `ip netns exec` prefix).
-[[nodiscard]] std::vector<std::string> uroced_argv(const Plan& plan, const NodePlan& node, const std::string& uroced);
+// uroced's --port for node `index`: its af_packet port on its veth end, or
+// its memif end (n1 role=server, n2 role=client). In a Shared daemon each
+// port has its own vdev instance number (net_memif0, net_memif1, ...).
+[[nodiscard]] std::string port_spec(const Plan& plan, std::size_t index);
+// uroced's command line for node `index` alone (PerNode; without the
+// `ip netns exec` prefix).
+[[nodiscard]] std::vector<std::string> uroced_argv(const Plan& plan, std::size_t index, const std::string& uroced);
+// The one uroced of a Shared testbed: n1's device by the single-device
+// flags (the daemon runs in n1's namespace), every other node's by a
+// --device spec with netns= its namespace.
+[[nodiscard]] std::vector<std::string> shared_uroced_argv(const Plan& plan, const std::string& uroced);
+// The --device spec of node `index` in a Shared daemon.
+[[nodiscard]] std::string device_spec(const Plan& plan, std::size_t index);
+[[nodiscard]] const char* daemon_shape_name(DaemonShape s);
 // The default for Options::state_root: $UROCE_TESTBED_DIR, else /run/uroce.
 [[nodiscard]] std::string default_state_root();
 

@@ -37,6 +37,7 @@ json to_json(const Record& r) {
     json j = {{"version", kRecordVersion},
               {"name", o.name},
               {"wire", wire_name(o.wire)},
+              {"daemon_per_node", o.daemons == DaemonShape::PerNode},
               {"joint", r.plan.joint == Joint::Bridge ? "bridge" : "veth-pair"},
               {"bridge_netns", r.plan.bridge_netns},
               {"mtu", o.mtu},
@@ -64,6 +65,8 @@ Record from_json(const json& j) {
         throw std::runtime_error("unknown wire " + j.at("wire").dump());
     }
     o.wire = *wire;
+    // Records written before the Shared shape had one uroced per node.
+    o.daemons = j.value("daemon_per_node", true) ? DaemonShape::PerNode : DaemonShape::Shared;
     o.mtu = j.at("mtu").get<std::uint32_t>();
     if (!j.at("loss_percent").is_null()) {
         o.loss_percent = j.at("loss_percent").get<double>();

@@ -28,7 +28,9 @@ struct Record {
     Plan plan;
     std::string uroced;              // the daemon binary
     std::vector<std::string> links;  // network.h describe_links
-    std::vector<DaemonRecord> daemons;  // one per plan.nodes entry
+    // One per plan.nodes entry: the node's uroced; with DaemonShape::Shared
+    // every entry names the same process.
+    std::vector<DaemonRecord> daemons;
 };
 
 // Empty on success, else why it could not be written.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <set>
 #include <system_error>
+#include <utility>
 
 #include "daemon_process.h"
 #include "device_node.h"
@@ -21,15 +22,25 @@ namespace {
 // takes milliseconds; 10 s covers a loaded machine.
 constexpr auto kStopGrace = std::chrono::seconds(10);
 
-void stop_daemons(const Record& r, TeardownReport& rep) {
+// The nodes whose uroced is `d` ("n1" or, for a Shared daemon, "n1, n2").
+std::string nodes_of(const Record& r, const DaemonRecord& d) {
+    std::string out;
     for (std::size_t i = 0; i < r.daemons.size(); ++i) {
-        const DaemonRecord& d = r.daemons[i];
-        if (d.pid == 0) {
-            continue;  // never started
+        if (r.daemons[i].pid == d.pid && r.daemons[i].start_time == d.start_time) {
+            out += (out.empty() ? "" : ", ") + r.plan.nodes[i].node;
+        }
+    }
+    return out;
+}
+
+void stop_daemons(const Record& r, TeardownReport& rep) {
+    std::set<std::pair<pid_t, std::uint64_t>> stopped;  // a Shared daemon is every node's
+    for (const DaemonRecord& d : r.daemons) {
+        if (d.pid == 0 || !stopped.emplace(d.pid, d.start_time).second) {
+            continue;  // never started, or seen as another node's
         }
         const StopOutcome o = stop_daemon(d, kStopGrace);
-        const std::string line = fmt::format("uroced of {} (pid {}): {}", r.plan.nodes[i].node, d.pid,
-                                             stop_outcome_name(o));
+        const std::string line = fmt::format("uroced of {} (pid {}): {}", nodes_of(r, d), d.pid, stop_outcome_name(o));
         (o == StopOutcome::Stuck ? rep.problems : rep.done).push_back(line);
     }
 }
