@@ -214,6 +214,8 @@ std::string af_packet_fanout_clash(const std::string& spec) {
            std::to_string(getpid()) + " xor ifindex " + std::to_string(ifindex) +
            ") is held in this network namespace by a socket on another interface (another uroced?); start the "
            "daemon again (another PID), or serve both devices from one daemon (--device, docs/daemon.md)";
+}
+
 // `spec` less its `key=` devarg (uroce's own, which the PMD would refuse).
 std::string without_devarg(const std::string& spec, const std::string& key) {
     const std::size_t at = spec.find("," + key + "=");
