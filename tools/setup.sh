@@ -23,6 +23,7 @@ packages=(
   rdmacm-utils librdmacm-dev linux-libc-dev  # rping, ucmatose, rstream...; rdma/rdma_user_cm.h
   ucx-utils libucx0 openmpi-bin libopenmpi-dev  # UCX and Open MPI over uroce (dataflow suite)
   iperf3                    # the host's TCP over the same veth, a floor of tools/bench/roce_bench.py
+  valgrind                  # tools/bench/instructions.py counts the daemon's instructions per message
   libfabric-bin librpma-dev qperf fio  # more programs that connect through librdmacm (dataflow suite)
   tcpdump                   # what uroce sends is visible on the interface (dataflow_veth_capture)
   # the interop suite: the kernel's rdma_rxe in a QEMU guest (docs/interop.md)
