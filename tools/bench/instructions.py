@@ -130,7 +130,8 @@ def measure(build, label, figure, extra, cpu):
         first = d.counted_run(tool, size, n1, depth)
         second = d.counted_run(tool, size, n2, depth)
         per_message = (total_instructions(second) - total_instructions(first)) / (n2 - n1)
-        functions = {k: (v - per_function(first).get(k, 0)) / (n2 - n1) for k, v in per_function(second).items()}
+        before = per_function(first)
+        functions = {k: (v - before.get(k, 0)) / (n2 - n1) for k, v in per_function(second).items()}
         return per_message, functions, d.retransmits()
     finally:
         d.close()
