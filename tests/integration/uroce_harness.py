@@ -123,6 +123,29 @@ def wait_listening(port, proc, seconds=20, proto="tcp"):
     raise AssertionError(f"nothing listened on {proto.upper()} port {port} within {seconds} s")
 
 
+def build_sides(side_values, daemon_arg_values, minimum=1):
+    """The benchmarks' `--side LABEL=BUILD_DIR` and `--daemon-arg LABEL=ARG`
+    options: ([(label, absolute build dir)], {label: [extra uroced args]});
+    a clear SystemExit for a malformed value, a repeated label or an
+    argument for an unknown side."""
+    def pairs(values, what):
+        for v in values:
+            label, sep, rest = v.partition("=")
+            if not sep or not label:
+                raise SystemExit(f"{what} wants LABEL=VALUE, not {v!r}")
+            yield label, rest
+
+    sides = [(label, os.path.abspath(build)) for label, build in pairs(side_values, "--side")]
+    if len(sides) < minimum or len({label for label, _ in sides}) != len(sides):
+        raise SystemExit(f"give {minimum} or more --side with distinct labels")
+    extra = {label: [] for label, _ in sides}
+    for label, arg in pairs(daemon_arg_values, "--daemon-arg"):
+        if label not in extra:
+            raise SystemExit(f"--daemon-arg for an unknown side {label!r}")
+        extra[label].append(arg)
+    return sides, extra
+
+
 class Daemon:
     """One uroced in its own state directory: on the loopback port, or on a
     DPDK port inside network namespace `netns`."""

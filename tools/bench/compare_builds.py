@@ -88,16 +88,6 @@ def one_round(daemon, seconds, lat_iters, chosen, program_cpu):
     return figures
 
 
-def parse_pairs(values, what):
-    pairs = []
-    for v in values:
-        label, sep, rest = v.partition("=")
-        if not sep or not label:
-            raise SystemExit(f"{what} wants LABEL=VALUE, not {v!r}")
-        pairs.append((label, rest))
-    return pairs
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--side", action="append", required=True, metavar="LABEL=BUILD_DIR",
@@ -123,20 +113,12 @@ def main():
     if missing:
         print(f"needs perftest ({', '.join(missing)})")
         return 77
-    sides = parse_pairs(args.side, "--side")
-    if len(sides) < 2 or len({label for label, _ in sides}) != len(sides):
-        raise SystemExit("give two or more --side with distinct labels")
-    extra = {label: [] for label, _ in sides}
-    for label, arg in parse_pairs(args.daemon_arg, "--daemon-arg"):
-        if label not in extra:
-            raise SystemExit(f"--daemon-arg for an unknown side {label!r}")
-        extra[label].append(arg)
+    sides, extra = harness.build_sides(args.side, args.daemon_arg, minimum=2)
     load_before = os.getloadavg()
     daemons = {}
     rounds = {label: [] for label, _ in sides}
     try:
         for i, (label, build) in enumerate(sides):
-            build = os.path.abspath(build)
             daemons[label] = harness.Daemon(os.path.join(build, "tools/uroced/uroced"),
                                             os.path.join(build, "tools/uroce/uroce"), name=f"uroce_cmp{i}",
                                             ip=f"192.0.2.{31 + i}", extra=extra[label])

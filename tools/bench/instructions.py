@@ -148,18 +148,6 @@ class Cpus:
         self.daemon, self.programs = cpus[-1], cpus[0]
 
 
-def parse_sides(values):
-    sides = []
-    for v in values:
-        label, sep, build = v.partition("=")
-        if not sep or not label:
-            raise SystemExit(f"--side wants LABEL=BUILD_DIR, not {v!r}")
-        sides.append((label, os.path.abspath(build)))
-    if len(sides) < 1 or len({label for label, _ in sides}) != len(sides):
-        raise SystemExit("give one or more --side with distinct labels")
-    return sides
-
-
 def print_top(figure, sides, functions, top):
     (a, _), (b, _) = sides[:2]
     fa, fb = functions[(a, figure)], functions[(b, figure)]
@@ -186,13 +174,7 @@ def main():
     if missing:
         print(f"needs {', '.join(missing)}")
         return 77
-    sides = parse_sides(args.side)
-    extra = {label: [] for label, _ in sides}
-    for v in args.daemon_arg:
-        label, sep, arg = v.partition("=")
-        if not sep or label not in extra:
-            raise SystemExit(f"--daemon-arg wants LABEL=ARG for a known side, not {v!r}")
-        extra[label].append(arg)
+    sides, extra = harness.build_sides(args.side, args.daemon_arg)
     cpu = None if args.no_pin or len(os.sched_getaffinity(0)) < 2 else Cpus()
     figures = args.figure or ["write64", "write64k"]
     results, functions = {}, {}
