@@ -29,6 +29,12 @@ namespace uroce::net {
 struct RxFrame {
     std::span<const std::uint8_t> bytes;
     void* handle = nullptr;  // the port's own (an mbuf, a buffer slot)
+    // The port vouches that these bytes are a frame this daemon built in a
+    // lent tx_room() and that nothing touched since, so its ICRC holds
+    // without being computed again: the loopback port's frames that never
+    // left the process (docs/architecture.md, "ICRC on the loopback port").
+    // Never set for bytes that came from a wire or went through a copy.
+    bool icrc_vouched = false;
 };
 
 struct PortCounters {

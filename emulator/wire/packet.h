@@ -60,7 +60,13 @@ public:
     // The ICRC carried in the frame and the one its contents give.
     [[nodiscard]] std::uint32_t icrc_carried() const { return icrc_load(frame_.data() + icrc_); }
     [[nodiscard]] std::uint32_t icrc_expected() const;
-    [[nodiscard]] bool icrc_ok() const { return icrc_carried() == icrc_expected(); }
+    // True without computing anything for a frame whose port vouched for it
+    // (vouch_icrc()): the CRC pass over every payload byte is the largest
+    // single cost of a loopback message (docs/architecture.md).
+    [[nodiscard]] bool icrc_ok() const { return icrc_vouched_ || icrc_carried() == icrc_expected(); }
+    // The port that delivered the frame vouches that it is a frame this
+    // daemon built and nobody changed (net::RxFrame::icrc_vouched).
+    void vouch_icrc() { icrc_vouched_ = true; }
 
     // Offsets into frame(), for tools that show where things are.
     [[nodiscard]] std::size_t l3_offset() const { return l3_; }
@@ -87,6 +93,7 @@ private:
     std::uint32_t payload_len_ = 0;
     std::uint32_t icrc_ = 0;
     std::uint32_t l3_end_ = 0;
+    bool icrc_vouched_ = false;
 };
 
 }  // namespace uroce::wire

@@ -125,7 +125,10 @@ std::size_t Datapath::receive_burst(engine::Clock::time_point now) {
     const std::size_t n = port_.receive(rx_);
     for (std::size_t i = 0; i < n; ++i) {
         const std::span<const std::uint8_t> frame = rx_[i].bytes;
-        const wire::ParseResult r = wire::parse_frame(frame);
+        wire::ParseResult r = wire::parse_frame(frame);
+        if (rx_[i].icrc_vouched) {
+            r.packet.vouch_icrc();
+        }
         if (capture_ != nullptr && capture_->active()) [[unlikely]] {
             capture_received(frame, r, now);
         } else {

@@ -46,6 +46,25 @@ protected:
             }
         }
     }
+    // A frame built in the lent room, as the engine builds its own.
+    void send_in_room(const std::vector<std::uint8_t>& f) {
+        const std::span<std::uint8_t> room = port_.tx_room();
+        ASSERT_GE(room.size(), f.size());
+        std::copy(f.begin(), f.end(), room.begin());
+        ASSERT_TRUE(port_.send(room.first(f.size())));
+    }
+    // Whether each frame received now came vouched for (RxFrame::icrc_vouched).
+    std::vector<bool> receive_vouches() {
+        std::vector<bool> out;
+        std::array<RxFrame, 8> rx{};
+        for (std::size_t n = port_.receive(rx); n > 0; n = port_.receive(rx)) {
+            for (std::size_t i = 0; i < n; ++i) {
+                out.push_back(rx[i].icrc_vouched);
+            }
+            port_.release(std::span(rx.data(), n));
+        }
+        return out;
+    }
     std::vector<std::uint32_t> psns(const std::vector<std::vector<std::uint8_t>>& frames) {
         std::vector<std::uint32_t> out;
         for (const auto& f : frames) {
@@ -161,6 +180,24 @@ TEST_F(FaultPortTest, CorruptedFrameParsesButFailsItsIcrc) {
         const wire::ParseResult r = wire::parse_and_verify(f);
         EXPECT_EQ(r.status, wire::ParseStatus::BadIcrc);
         EXPECT_EQ(wire::parse_frame(f).packet.dest_qp(), 17u);  // still reaches its QP
+    }
+}
+
+// A frame a rule changed or copied never reaches the engine vouched for, so
+// its ICRC is checked (the loopback port vouches only for its untouched room).
+TEST_F(FaultPortTest, OnlyUntouchedRoomFramesArriveVouchedFor) {
+    send_in_room(roce_frame({.psn = 1}));
+    port_.flush();
+    EXPECT_EQ(receive_vouches(), std::vector<bool>{true});
+    for (const char* text : {"corrupt:rate=100%,dir=tx", "corrupt:rate=100%,dir=rx", "truncate:nth=1,bytes=40,dir=tx",
+                             "truncate:nth=1,bytes=40,dir=rx"}) {
+        const std::uint32_t id = port_.add_rule(rule(text));
+        send_in_room(roce_frame({.psn = 2}));
+        port_.flush();
+        const std::vector<bool> got = receive_vouches();
+        ASSERT_FALSE(got.empty()) << text;
+        EXPECT_FALSE(got.back()) << text << ": the rule's copy";
+        port_.remove_rule(id);
     }
 }
 

@@ -157,7 +157,9 @@ TEST(LoopbackPort, AFrameBuiltInTheRoomIsQueuedWithoutACopy) {
     RxFrame rx[4];
     ASSERT_EQ(port.receive(rx), 2u);
     EXPECT_EQ(rx[0].bytes[14], 6);
+    EXPECT_FALSE(rx[0].icrc_vouched) << "a copied frame may be anyone's bytes: its ICRC is checked";
     EXPECT_EQ(rx[1].bytes.data(), room.data()) << "the room itself arrived: no copy";
+    EXPECT_TRUE(rx[1].icrc_vouched) << "built in the room and untouched since";
     EXPECT_TRUE(std::equal(built.begin(), built.end(), rx[1].bytes.begin(), rx[1].bytes.end()));
     port.release(std::span(rx, 2));
     EXPECT_EQ(port.counters().tx_frames, 2u);
