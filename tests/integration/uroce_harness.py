@@ -374,7 +374,8 @@ class Topology:
     veth: one uroced per namespace on net_af_packet over its end of the veth
     pair, --ip equal to that end's own address; the server runs in the first
     namespace, the client in the second and connects to the server's address.
-    loopback-jumbo: the same with --mtu 9000 (active IB MTU 4096).
+    loopback-jumbo: the same with --mtu 9000 given explicitly (also the loopback
+    port's default; active IB MTU 4096).
     veth-one-daemon: the veth topology served by one uroced (in the first
     namespace) holding both devices: the second is a --device whose
     af_packet port the daemon opens inside the second namespace.

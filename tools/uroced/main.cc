@@ -1,7 +1,7 @@
 // uroced: the uroce software RoCEv2 device daemon.
 //
 //   uroced --port loopback --ip 192.0.2.1 [--ip 2001:db8::1] [--name uroce0]
-//          [--state-dir /run/uroce] [--mtu 1500] [--realtime-priority 0-99 (1)] [--spin-us 200] [--stall-ms 100]
+//          [--state-dir /run/uroce] [--mtu 9000] [--realtime-priority 0-99 (1)] [--spin-us 200] [--stall-ms 100]
 //          [--fault RULE]... [--fault-seed N] [--no-fault-hook] [--no-capture-hook]
 //          [--device name=N,port=SPEC,ip=ADDR,state-dir=DIR[,mtu=M][,netns=NS]]...
 //
@@ -280,7 +280,7 @@ int main(int argc, char** argv) {
     app.add_option("--ip", first.ips, "IPv4 or IPv6 address of the port (repeatable)")->required();
     app.add_option("--name", first.name, "device name (must start with 'uroce')")->capture_default_str();
     app.add_option("--state-dir", first.state_dir, "where the device is published")->capture_default_str();
-    app.add_option("--mtu", first.mtu, "Ethernet MTU of the port (default: the port's own, 1500 for loopback)")
+    app.add_option("--mtu", first.mtu, "Ethernet MTU of the port (default: the port's own, 9000 for loopback)")
         ->check(CLI::Range(daemon::kMinMtu, daemon::kMaxMtu));
     std::vector<std::string> device_texts;
     app.add_option("--device", device_texts,

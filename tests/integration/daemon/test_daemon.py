@@ -139,7 +139,7 @@ class TreeTests(unittest.TestCase):
         eui = [int(mac[0], 16) ^ 2, int(mac[1], 16), int(mac[2], 16), 0xFF, 0xFE] + [int(x, 16) for x in mac[3:]]
         self.assertEqual(gids[0][20:].replace(":", ""), "".join(f"{b:02x}" for b in eui))
         self.assertIn("PORT_ACTIVE", r.stdout)
-        self.assertIn("active MTU 1024", r.stdout)
+        self.assertIn("active MTU 4096", r.stdout)  # loopback's default 9000-byte MTU
 
 
 class ProtocolTests(unittest.TestCase):
