@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/epoch.h"
+#include "wire/parse.h"
 
 namespace uroce::engine {
 
@@ -301,7 +302,10 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
     // A payload was placed in the room frame_room() chose; a frame without
     // one chooses its room now.
     const std::span<std::uint8_t> out = payload_in_place.empty() ? frame_room(f, 0) : room_;
-    const wire::BuildResult r = wire::build_frame(f, out);
+    // In the port's room, with nothing to read it, the ICRC pass is left
+    // out (net::Port::icrc_unread); a frame the engine keeps gets one.
+    const wire::Icrc icrc = room_is_ports_ && sink_.icrc_unread() ? wire::Icrc::LeaveOut : wire::Icrc::Compute;
+    const wire::BuildResult r = wire::build_frame(f, out, icrc);
     if (r.status != wire::BuildStatus::Ok) {
         drop(DropReason::FrameNotBuilt);
         return TxOutcome::Dropped;
@@ -317,6 +321,9 @@ Engine::TxOutcome Engine::send_frame(QueuePair& qp, wire::PacketFields& f,
         return TxOutcome::Dropped;
     }
     ++counters_.tx_deferred;
+    if (icrc == wire::Icrc::LeaveOut) {
+        wire::seal_icrc(frame);  // offered again later as a copy, which is checked
+    }
     held_.push_back(HeldFrame{std::vector<std::uint8_t>(frame.begin(), frame.end()), f.ip.dst, std::nullopt});
     return TxOutcome::Held;
 }
@@ -327,6 +334,7 @@ std::span<std::uint8_t> Engine::frame_room(const wire::PacketFields& f, std::siz
     const std::span<std::uint8_t> port_room = sink_.tx_room();
     const bool fits = port_room.size() >= wire::payload_offset(f) + payload_length + kPadAndIcrc;
     room_ = fits ? port_room : std::span<std::uint8_t>(tx_buffer_);
+    room_is_ports_ = fits;
     return room_;
 }
 

@@ -68,6 +68,9 @@ public:
     // (net::Port::tx_room: the port's own transmit buffer); empty when the
     // sink has none, and then the engine builds in a buffer of its own.
     [[nodiscard]] virtual std::span<std::uint8_t> tx_room() { return {}; }
+    // Whether a frame built in tx_room() and sent at once may go without
+    // its ICRC (net::Port::icrc_unread: nothing will read it).
+    [[nodiscard]] virtual bool icrc_unread() const { return false; }
 };
 
 struct EngineCounters {
@@ -399,6 +402,7 @@ private:
     std::uint32_t window_share_ = 1;  // EngineConfig::engine_window over the RC QPs with work
     std::vector<std::uint8_t> tx_buffer_;
     std::span<std::uint8_t> room_;  // of the frame being built (frame_room)
+    bool room_is_ports_ = false;     // room_ is the port's lent tx_room(), not tx_buffer_
     EngineCounters counters_;
     // Explained failures (failure_report.cc).
     struct KeyRefusal {

@@ -50,6 +50,9 @@ public:
     // The inner port's: a frame passed on unchanged is not copied; a held,
     // corrupted or truncated one is a copy, and the room stays lent.
     [[nodiscard]] std::span<std::uint8_t> tx_room() override { return inner_.tx_room(); }
+    // A rule reads frames (corrupts, copies, holds them): not while engaged.
+    [[nodiscard]] bool icrc_unread() const override { return !engaged_ && inner_.icrc_unread(); }
+    void seal_icrcs() override { inner_.seal_icrcs(); }
 
     [[nodiscard]] wire::MacAddr mac() const override { return inner_.mac(); }
     [[nodiscard]] std::size_t max_frame() const override { return inner_.max_frame(); }

@@ -81,6 +81,9 @@ public:
     void flush() override;
     // A free frame buffer: a frame built there is queued without a copy.
     [[nodiscard]] std::span<std::uint8_t> tx_room() override;
+    // The lone port: its frames never leave the process (port.h).
+    [[nodiscard]] bool icrc_unread() const override { return !has_wire_; }
+    void seal_icrcs() override;
 
     [[nodiscard]] wire::MacAddr mac() const override { return config_.mac; }
     [[nodiscard]] std::size_t max_frame() const override { return config_.max_frame; }

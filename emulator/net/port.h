@@ -56,6 +56,15 @@ public:
     // At least max_frame() bytes to build the next frame in, or empty when
     // the port cannot lend one (no buffer free; a port that always copies).
     [[nodiscard]] virtual std::span<std::uint8_t> tx_room() { return {}; }
+    // Whether nothing would read the ICRC of a frame built in tx_room() and
+    // sent now: the lone loopback port with no fault rule engaged and no
+    // capture running. The engine then leaves the ICRC out (wire::Icrc).
+    // When the answer turns false (a rule, a capture), the caller calls
+    // seal_icrcs() before it receives again.
+    [[nodiscard]] virtual bool icrc_unread() const { return false; }
+    // Computes the ICRC of every frame built in the room that the port still
+    // holds, so none without one is seen by what now watches.
+    virtual void seal_icrcs() {}
 
     [[nodiscard]] virtual wire::MacAddr mac() const = 0;
     // Largest frame send() accepts (the Ethernet MTU plus the 14-byte header

@@ -84,7 +84,7 @@ std::size_t payload_offset(const PacketFields& f) {
     return l2_length(f) + ip_header_length(f) + sizeof(UdpHdr) + opcode_info(f.bth.opcode).header_length;
 }
 
-BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out) {
+BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out, Icrc icrc) {
     const OpcodeInfo& info = opcode_info(f.bth.opcode);
     if (!info.valid || !info.supported) {
         return {BuildStatus::UnsupportedOpcode, 0};
@@ -179,7 +179,7 @@ BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out) {
     }
     std::memset(out.data() + off, 0, pad);
     off += pad;
-    icrc_store(out.data() + off, icrc_compute(f.ip.version, out.subspan(l3, off - l3)));
+    icrc_store(out.data() + off, icrc == Icrc::Compute ? icrc_compute(f.ip.version, out.subspan(l3, off - l3)) : 0);
     off += kIcrcSize;
     return {BuildStatus::Ok, off};
 }

@@ -118,6 +118,13 @@ struct BuildResult {
 // f.payload: build_frame then leaves it in place instead of copying.
 [[nodiscard]] std::size_t payload_offset(const PacketFields& f);
 
-[[nodiscard]] BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out);
+// Whether build_frame computes the ICRC (IBA 9.8.3) or leaves its four
+// bytes zero for a frame nobody will check (the loopback port's, with no
+// capture or fault rule watching: net::Port::icrc_unread). A frame built
+// with LeaveOut gets its ICRC from seal_icrc (parse.h) before anything
+// else may read it.
+enum class Icrc : std::uint8_t { Compute, LeaveOut };
+
+[[nodiscard]] BuildResult build_frame(const PacketFields& f, std::span<std::uint8_t> out, Icrc icrc = Icrc::Compute);
 
 }  // namespace uroce::wire

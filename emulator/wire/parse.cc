@@ -161,6 +161,15 @@ ParseResult parse_and_verify(std::span<const std::uint8_t> frame) {
     return r;
 }
 
+bool seal_icrc(std::span<std::uint8_t> frame) {
+    const ParseResult r = parse_frame(frame);
+    if (!r.ok()) {
+        return false;
+    }
+    icrc_store(frame.data() + r.packet.icrc_offset(), r.packet.icrc_expected());
+    return true;
+}
+
 Gid Packet::src_gid() const {
     if (ip_version_ == IpVersion::V4) {
         return ipv4_mapped(at<Ipv4Hdr>(l3_)->src);

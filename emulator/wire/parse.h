@@ -29,4 +29,9 @@ struct ParseResult {
 // parse_frame, then the ICRC: BadIcrc when it does not verify.
 [[nodiscard]] ParseResult parse_and_verify(std::span<const std::uint8_t> frame);
 
+// Computes and stores the ICRC of a RoCEv2 frame in place (one built with
+// Icrc::LeaveOut, build.h); false, changing nothing, when `frame` does not
+// parse as one.
+bool seal_icrc(std::span<std::uint8_t> frame);
+
 }  // namespace uroce::wire

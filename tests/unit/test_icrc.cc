@@ -11,6 +11,7 @@
 #include "reference.h"
 #include "wire/build.h"
 #include "wire/icrc.h"
+#include "wire/parse.h"
 
 namespace uroce::wire {
 namespace {
@@ -117,6 +118,29 @@ TEST(Icrc, MatchesReferenceOnBuiltFrames) {
             }
         }
     }
+}
+
+// Icrc::LeaveOut writes a zero ICRC and nothing else differs; seal_icrc
+// then makes the frame the one Icrc::Compute builds.
+TEST(Icrc, LeftOutThenSealedIsTheComputedFrame) {
+    test::Rng rng(0x5EA1);
+    for (std::uint8_t opcode : test::buildable_opcodes()) {
+        for (IpVersion ip : {IpVersion::V4, IpVersion::V6}) {
+            SCOPED_TRACE(testing::Message() << "opcode " << int(opcode) << " ipv6 " << (ip == IpVersion::V6));
+            std::vector<std::uint8_t> payload;
+            const PacketFields f = test::random_fields(rng, {opcode, ip, false, 80}, payload);
+            std::vector<std::uint8_t> computed(frame_length(f)), left_out(frame_length(f), 0xEE);
+            ASSERT_EQ(build_frame(f, computed).status, BuildStatus::Ok);
+            ASSERT_EQ(build_frame(f, left_out, Icrc::LeaveOut).status, BuildStatus::Ok);
+            EXPECT_EQ(load_le32(left_out.data() + left_out.size() - test::kIcrcLen), 0u);
+            EXPECT_TRUE(std::equal(computed.begin(), computed.end() - test::kIcrcLen, left_out.begin()));
+            ASSERT_TRUE(seal_icrc(left_out));
+            EXPECT_EQ(left_out, computed);
+        }
+    }
+    std::vector<std::uint8_t> not_roce(64, 0);
+    EXPECT_FALSE(seal_icrc(not_roce));
+    EXPECT_EQ(not_roce, std::vector<std::uint8_t>(64, 0)) << "a frame that does not parse is left alone";
 }
 
 void check_masking(IpVersion ip) {

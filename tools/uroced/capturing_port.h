@@ -29,6 +29,9 @@ public:
     }
     void flush() override { inner_.flush(); }
     [[nodiscard]] std::span<std::uint8_t> tx_room() override { return inner_.tx_room(); }
+    // A capture records every ICRC: not while one runs.
+    [[nodiscard]] bool icrc_unread() const override { return !tap_.active() && inner_.icrc_unread(); }
+    void seal_icrcs() override { inner_.seal_icrcs(); }
 
     [[nodiscard]] wire::MacAddr mac() const override { return inner_.mac(); }
     [[nodiscard]] std::size_t max_frame() const override { return inner_.max_frame(); }

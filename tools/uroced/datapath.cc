@@ -102,6 +102,7 @@ Datapath::Datapath(device::Device& device, net::Port& port)
 Datapath::~Datapath() { mrs_.set_stale_observer(nullptr); }
 
 bool Datapath::poll(engine::Clock::time_point now) {
+    seal_icrcs_once_watched();
     bool worked = receive_own_frames(now);
     for (std::size_t burst = 0; burst < kRxBurstsPerRound; ++burst) {
         const std::size_t n = receive_burst(now);
@@ -119,6 +120,17 @@ bool Datapath::poll(engine::Clock::time_point now) {
     port_.flush();
     // Frames the port still holds (a short transmit burst) keep the loop busy.
     return worked || !to_self_.empty() || port_.tx_pending();
+}
+
+void Datapath::seal_icrcs_once_watched() {
+    // Rules and captures start between rounds (control ops), so frames the
+    // engine built without an ICRC before one started are all still in the
+    // port now, and get one before anything receives them.
+    const bool unread = port_.icrc_unread();
+    if (icrc_was_unread_ && !unread) {
+        port_.seal_icrcs();
+    }
+    icrc_was_unread_ = unread;
 }
 
 std::size_t Datapath::receive_burst(engine::Clock::time_point now) {

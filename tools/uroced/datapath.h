@@ -159,11 +159,15 @@ public:
     // engine::FrameSink
     bool send_ip(std::span<std::uint8_t> frame, const wire::Gid& dst, engine::Clock::time_point now) override;
     [[nodiscard]] std::span<std::uint8_t> tx_room() override { return port_.tx_room(); }
+    [[nodiscard]] bool icrc_unread() const override { return port_.icrc_unread(); }
 
 private:
     dma::ClientMemory* memory_of(std::uint32_t client);
     // One burst of received frames to the engine or the neighbour table: how many.
     std::size_t receive_burst(engine::Clock::time_point now);
+    // When a fault rule or a capture started since the last round, the
+    // frames the port holds get their ICRC (net::Port::seal_icrcs).
+    void seal_icrcs_once_watched();
     // A parsed RoCE frame: QP1 to the wire CM, the rest to the engine.
     void deliver(std::span<const std::uint8_t> frame, const wire::Packet& packet, engine::Clock::time_point now);
     // One received frame, parsed as `r`, to where it goes.
@@ -206,6 +210,7 @@ private:
     CmFrameCounters cm_frames_;
     std::array<bool, cm::kCmParseStatusCount> cm_drop_logged_{};  // first drop per reason is logged
     CaptureTap* capture_ = nullptr;
+    bool icrc_was_unread_ = false;  // port_.icrc_unread() at the last round's start
     std::unordered_map<std::uint32_t, std::uint32_t> peer_qps_;  // destination QP by QP (MODIFY_QP)
 };
 

@@ -3,7 +3,8 @@
 
 usage: test_provider_daemon.py UROCED UROCE DIR_OF_C_TESTS [--preload LIBS]
 
-Starts `uroced --port loopback --ip 192.0.2.1 --state-dir TMP` (as root it
+Starts `uroced --port loopback --ip 192.0.2.1 --mtu 1500 --state-dir TMP`
+(active MTU 1024, so qp_states can ask for a path MTU above it; as root it
 makes /dev/infiniband/uverbs_uroce0 itself) and runs every program with
 `uroce exec --state-dir TMP --`: ibv_devices, ibv_devinfo -v, the C programs
 mr_rules, qp_states, post_rules, daemon_gone, flush_on_loss, relaxed_mr,
@@ -68,8 +69,8 @@ class Daemon:
         self.tmp = tempfile.TemporaryDirectory(prefix="uroce-provider-")
         self.state = self.tmp.name
         self.log = open(os.path.join(self.state, "uroced.log"), "w+")
-        self.proc = subprocess.Popen([UROCED, "--port", "loopback", "--ip", "192.0.2.1", "--state-dir", self.state],
-                                     stderr=self.log)
+        self.proc = subprocess.Popen([UROCED, "--port", "loopback", "--ip", "192.0.2.1", "--mtu", "1500",
+                                      "--state-dir", self.state], stderr=self.log)
         r = subprocess.run([UROCE, "status", "--state-dir", self.state, "--wait", "20"], capture_output=True,
                            text=True, timeout=30)
         if r.returncode != 0:

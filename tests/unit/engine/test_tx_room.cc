@@ -114,6 +114,19 @@ TEST_F(TxRoom, RefusedFramesAreKeptAsCopiesAndStillArrive) {
     EXPECT_GT(wire_.built_in_room, 0u);
 }
 
+// With nothing to read it (the lone loopback port), a frame built in the
+// room goes without its ICRC; one the port refused is kept as a copy, which
+// is checked when it goes later, so it gets its ICRC first.
+TEST_F(TxRoom, WithTheIcrcUnreadRoomFramesGoWithoutOneAndKeptCopiesWithOne) {
+    wire_.icrc_unread = true;
+    int offered = 0;
+    wire_.refuse = [&offered](int, std::span<const std::uint8_t>) { return ++offered % 3 == 0; };
+    send_write_read(20000, 11);
+    EXPECT_GT(wire_.refused, 0u);
+    EXPECT_GT(wire_.room_frames_without_icrc, 0u);
+    EXPECT_EQ(wire_.copies_with_bad_icrc, 0u);
+}
+
 TEST_F(TxRoom, AFrameWaitingToGoNeedsNeitherTheMrNorItsMemory) {
     // A WRITE is built in the room while the port is full; the engine keeps
     // its copy. The source MR is deregistered and its pages unmapped before

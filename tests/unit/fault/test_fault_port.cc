@@ -201,6 +201,26 @@ TEST_F(FaultPortTest, OnlyUntouchedRoomFramesArriveVouchedFor) {
     }
 }
 
+// The ICRC is unread (the engine may leave it out) only while no rule is
+// engaged; sealing fills it in for the frames the loopback port holds.
+TEST_F(FaultPortTest, TheIcrcIsUnreadOnlyWithoutRulesAndSealingFillsItIn) {
+    EXPECT_TRUE(port_.icrc_unread());
+    auto f = roce_frame({.psn = 3});
+    const std::size_t icrc_at = wire::parse_frame(f).packet.icrc_offset();
+    std::fill_n(f.begin() + static_cast<std::ptrdiff_t>(icrc_at), 4, std::uint8_t{0});  // built with Icrc::LeaveOut
+    ASSERT_EQ(wire::parse_and_verify(f).status, wire::ParseStatus::BadIcrc);
+    send_in_room(f);
+    port_.flush();  // now in the receive queue
+    const std::uint32_t id = port_.add_rule(rule("drop:nth=1000,dir=tx"));
+    EXPECT_FALSE(port_.icrc_unread());
+    port_.seal_icrcs();
+    const auto got = receive_all();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_TRUE(wire::parse_and_verify(got[0]).ok());
+    port_.remove_rule(id);
+    EXPECT_TRUE(port_.icrc_unread());
+}
+
 TEST_F(FaultPortTest, TruncatedFrameIsShorter) {
     port_.add_rule(rule("truncate:nth=1,bytes=40,dir=tx"));
     send(roce_frame({.psn = 1}));

@@ -141,6 +141,13 @@ TEST(LoopbackPort, HeldFramesExhaustThePoolThenSendFails) {
     EXPECT_TRUE(port.send(frame_tagged(2)));
 }
 
+TEST(LoopbackPort, OnlyTheLonePortLeavesTheIcrcUnread) {
+    LoopbackPort lone(LoopbackConfig{.mac = kMacA});
+    EXPECT_TRUE(lone.icrc_unread()) << "its frames never leave the process";
+    const WirePair pair = make_wire_pair(LoopbackConfig{.mac = kMacA}, LoopbackConfig{.mac = kMacB});
+    EXPECT_FALSE(pair.a->icrc_unread()) << "a wire pair joins two engines, as a wire does";
+}
+
 TEST(LoopbackPort, AFrameBuiltInTheRoomIsQueuedWithoutACopy) {
     LoopbackPort port(LoopbackConfig{.mac = kMacA});
     const std::span<std::uint8_t> room = port.tx_room();
