@@ -49,7 +49,8 @@
 static const char kUcmaPath[] = "/dev/infiniband/rdma_cm";
 /* The misc device numbers the kernel gives rdma_cm are dynamic; any
  * character device will do for librdmacm (it compares st_rdev only with
- * what netlink reported, and netlink has no RDMA here). */
+ * what netlink reported, and under uroce exec RDMA netlink fails:
+ * rdma_netlink_preload.c). */
 #define UCMA_MAJOR 10
 #define UCMA_MINOR 58
 /* Channel fds this library can track: fd numbers below this. */

@@ -13,6 +13,10 @@ and rping, ucmatose and udaddy through the kernel's rdma_cm and uroce's.
 The tap is captured all along; `uroce decode` must read every RoCE frame of
 it with a good ICRC. Prints a pass/fail matrix.
 
+Before the cases, a program under `uroce exec` in the guest, where rxe has
+loaded the kernel's RDMA stack, must list the uroce device
+(guest_uroce_exec.py).
+
 Iteration counts are small: under TCG the guest runs 50-100x slower than
 native. Exit 77 (skipped) with the reason when not root, a tool is missing
 or the guest cannot be built.
@@ -25,6 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import interop_env as ienv  # noqa: E402
+import guest_uroce_exec  # noqa: E402
 from interop_env import Direction, Meeting  # noqa: E402
 
 TCP_PORT = 18515
@@ -235,8 +240,15 @@ def main():
     env = ienv.Env(os.path.abspath(args.uroced), os.path.abspath(args.uroce), args.cache)
     matrix = Matrix()
     totals, icrc_ok = {}, False
+    exec_ok, exec_line = False, "not run"
     try:
         print(f"guest ready in {env.guest.boot_seconds:.1f} s: {env.guest.banner}", file=sys.stderr, flush=True)
+        exec_ok, exec_line, exec_out = guest_uroce_exec.check(env.guest, env.uroce, env.daemon.state,
+                                                              env.uroce_end.device, ienv.RXE_DEVICE)
+        print(f"{'pass' if exec_ok else 'FAIL'}  uroce exec in the guest beside rxe: {exec_line}", file=sys.stderr,
+              flush=True)
+        if not exec_ok:
+            print(exec_out, file=sys.stderr, flush=True)
         selected = lambda cases: [c for c in cases if not args.only or any(o in c.name for o in args.only)]  # noqa: E731
         repeated = lambda cases: [c for c in selected(cases) for _ in range(args.repeat)]  # noqa: E731
         for case in repeated(CASES):
@@ -261,6 +273,7 @@ def main():
         print(matrix.text())
     print(f"capture: {totals.get('roce', 0)} RoCE frames, {totals.get('icrc_ok', 0)} ICRC good, "
           f"{totals.get('icrc_bad', 0)} bad: {'pass' if icrc_ok else 'FAIL'}")
+    print(f"uroce exec in the guest beside rxe: {exec_line}: {'pass' if exec_ok else 'FAIL'}")
     print(f"interop suite: {time.monotonic() - started:.0f} s")
     if args.repeat > 1:
         print(f"runs: {matrix.runs()}")
@@ -269,7 +282,7 @@ def main():
         # stderr, last: meson shows a failed test's stdout and then its
         # stderr, and its console keeps only the last 100 lines of that.
         print(f"--- why each failed run failed\n{matrix.failure_summary()}", file=sys.stderr)
-    return 0 if not failures and icrc_ok else 1
+    return 0 if not failures and icrc_ok and exec_ok else 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The plugin exports only what applications may call (uroce_dv.h), and the
-preload library only the two verbs it replaces, its one helper, and the libc
-calls through which it emulates the rdma_cm device (docs/rdmacm-device.md): nothing
+preload library only the two verbs it replaces, its one helper, the libc
+calls through which it emulates the rdma_cm device (docs/rdmacm-device.md) and
+socket() (RDMA netlink refused, docs/provider.md): nothing
 of uroce's internals leaks into a program's symbol namespace.
 
 usage: check_exports.py PLUGIN PRELOAD
@@ -15,7 +16,9 @@ EXPECTED = {
     1: {"ibv_create_comp_channel", "ibv_destroy_comp_channel", "uroce_comp_channel_notify_fd",
         # /dev/infiniband/rdma_cm: opened, stat'ed, written and closed by librdmacm
         "open", "open64", "openat", "openat64", "__open_2", "__open64_2", "__openat_2", "__openat64_2",
-        "fstat", "fstat64", "__fxstat", "__fxstat64", "write", "close"},
+        "fstat", "fstat64", "__fxstat", "__fxstat64", "write", "close",
+        # NETLINK_RDMA refused, so libibverbs and librdmacm read uroced's sysfs tree
+        "socket"},
 }
 
 
