@@ -103,7 +103,8 @@ def main():
     load_end = os.getloadavg()
     print(f"load average at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}, "
           f"at end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}; {args.rounds} rounds, "
-          f"ib_write_lat -s 2 -n {args.lat_iters}, medians over the rounds (rt: a round trip)")
+          f"ib_write_lat -s 2 -n {args.lat_iters}, medians over the rounds; sleeps and timeouts: both daemons' "
+          f"together, per round trip (rt)")
     labels = [label for label, _ in variants]
     print(f"{'cpus':6} {'figure':12} " + " ".join(f"{label:>12}" for label in labels) +
           " " + " ".join(f"{label + '/' + labels[0]:>14}" for label in labels[1:]))
