@@ -231,9 +231,10 @@ std::string without_devarg(const std::string& spec, const std::string& key) {
 constexpr const char* kMemifDefaultSocket = "/run/memif.sock";
 
 // The sending daemon's wake-up for a memif port (memif_peer_wake.h) when the
-// devargs say `uroce-wake=yes`. Not the default yet: with everything on one
-// CPU about one sleep a round trip still ran to its timeout
-// (docs/daemon.md "Latency tails"), and a peer that is not uroced never rings.
+// devargs say `uroce-wake=yes`. Not the default: where two busy-polling
+// programs share a CPU, the naps' frequent wake-ups are what make them take
+// turns before a scheduler tick (docs/wires.md "Why it is not the default"),
+// and a peer that is not uroced never rings.
 std::unique_ptr<MemifPeerWake> memif_peer_wake(const std::string& spec) {
     if (devarg(spec, "uroce-wake").value_or("no") != "yes") {
         return nullptr;

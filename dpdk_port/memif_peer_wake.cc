@@ -133,8 +133,11 @@ bool MemifPeerWake::arm() {
     if (still_armed) {
         return false;
     }
-    // seq_cst: the store is ordered before the caller's second look at the ring.
-    own_->armed.store(1, std::memory_order_seq_cst);
+    // Store, full fence, then the caller's second look at the ring (a load):
+    // the mirror of ring_peer()'s. A seq_cst store alone orders a later load
+    // only on x86 (where it is an xchg), not in the C++ model.
+    own_->armed.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     armed_ = true;
     return true;
 }

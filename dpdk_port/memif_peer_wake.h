@@ -28,9 +28,10 @@
 // The page file is never removed, so a peer that maps it keeps the right
 // page when this daemon restarts (its memif reconnects); the socket is bound
 // anew at each start and found by its path. A peer that is not uroced (VPP,
-// testpmd) never rings. Opt-in for now (`uroce-wake=yes` in the devargs,
-// docs/wires.md): on one CPU about one sleep a round trip still ran to its
-// timeout, a lost or late wake-up not yet found.
+// testpmd) never rings. Opt-in (`uroce-wake=yes` in the devargs,
+// docs/wires.md): it loses no wake-up, but where busy-polling programs
+// share a CPU they take turns only when something wakes, and the naps it
+// replaces woke the loop often enough to give them those turns.
 #pragma once
 
 #include <atomic>

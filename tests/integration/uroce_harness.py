@@ -394,9 +394,11 @@ class Topology:
 
     MEMIF_SUBNET = "10.78.0"
 
-    def __init__(self, kind, uroced, uroce, daemon_args=()):
+    def __init__(self, kind, uroced, uroce, daemon_args=(), memif_devargs=""):
         self.kind = kind
         self.daemon_args = tuple(daemon_args)  # more uroced flags for every daemon
+        # more devargs for every memif port, e.g. ",uroce-wake=no" (docs/wires.md)
+        self.memif_devargs = memif_devargs
         self.daemons = []
         self.net = None
         self.memif_dir = None
@@ -435,7 +437,8 @@ class Topology:
         started = {}
         for ns, role, host, name in (reversed(sides) if client_first else sides):
             started[role] = Daemon(uroced, uroce, name=name, ip=f"{self.MEMIF_SUBNET}.{host}",
-                                   port=f"net_memif0,role={role},socket={socket}", netns=ns, extra=self.daemon_args)
+                                   port=f"net_memif0,role={role},socket={socket}{self.memif_devargs}", netns=ns,
+                                   extra=self.daemon_args)
             self.daemons.append(started[role])
         self.daemons = [started["server"], started["client"]]
         if client_first:
@@ -451,7 +454,8 @@ class Topology:
         if kind == "memif-one-daemon":
             self.memif_dir = tempfile.TemporaryDirectory(prefix="uroce-memif-")
             socket = os.path.join(self.memif_dir.name, "memif.sock")
-            ports = [f"net_memif0,role=server,socket={socket}", f"net_memif1,role=client,socket={socket}"]
+            ports = [f"net_memif{i},role={role},socket={socket}{self.memif_devargs}"
+                     for i, role in enumerate(("server", "client"))]
             ips = [f"{self.MEMIF_SUBNET}.1", f"{self.MEMIF_SUBNET}.2"]
         else:
             ports = [f"net_af_packet{i},iface={ifname}" for i, ifname in enumerate(self.net.ifname)]

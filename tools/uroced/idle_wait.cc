@@ -110,11 +110,19 @@ bool IdleWait::wait(std::chrono::nanoseconds timeout) {
     counters_.sleeps += 1;
     counters_.slept_ns += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(IdleClock::now() - start).count());
+    after_timeout_ = n == 0;
     if (n > 0) {
         counters_.woken_by_fd += 1;
         return true;
     }
     return false;  // timeout, or EINTR (a signal: the loop checks its stop flag)
+}
+
+void IdleWait::round_done(bool worked) {
+    if (after_timeout_ && worked) {
+        counters_.timeouts_then_work += 1;
+    }
+    after_timeout_ = false;
 }
 
 }  // namespace uroce::daemon

@@ -68,6 +68,11 @@ struct IdleCounters {
     std::uint64_t sleeps = 0;
     std::uint64_t woken_by_fd = 0;  // the rest ended at their timeout
     std::uint64_t slept_ns = 0;     // total time asleep
+    // Sleeps that ran to their timeout and after which the next data-path
+    // round found work: a frame or a doorbell that did not wake the loop (a
+    // lost or late wake-up), or a timer that fell due. A timeout followed
+    // by an idle round is the safety net of an idle loop, not a lost wake-up.
+    std::uint64_t timeouts_then_work = 0;
 };
 
 // The policy plus the sleeping: an epoll set of the fds that announce work.
@@ -95,6 +100,9 @@ public:
 
     // Sleeps until a watched fd is readable (true) or `timeout` passes (false).
     bool wait(std::chrono::nanoseconds timeout);
+    // The loop's data-path round after a wait(): whether it found work
+    // (counted in timeouts_then_work when that wait ran to its timeout).
+    void round_done(bool worked);
 
     [[nodiscard]] const IdleCounters& counters() const { return counters_; }
 
@@ -103,6 +111,7 @@ private:
     uroce::UniqueFd epoll_fd_;
     bool have_rx_fd_ = false;
     int rx_fd_ = -1;
+    bool after_timeout_ = false;  // the last wait() ran to its timeout, no round since
     IdleCounters counters_;
 };
 

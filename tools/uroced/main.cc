@@ -169,6 +169,7 @@ void run_loop(Devices& devices, const LoopSchedule& schedule) {
         Clock::time_point now = Clock::now();
         watch.begin_round(now);
         bool worked = poll_datapaths(devices, now);
+        idle.round_done(worked);
         watch.phase_done(daemon::LoopPhase::DataPath, Clock::now());
         if (now >= next_control) {
             // Control messages are rare; look at most every 100 us while busy.
@@ -230,8 +231,9 @@ void run_loop(Devices& devices, const LoopSchedule& schedule) {
         d->log_summary();
     }
     const auto& i = idle.counters();
-    daemon::log_info("idle: {} sleeps ({} woken by an fd), {:.3f} s asleep", i.sleeps, i.woken_by_fd,
-                     static_cast<double>(i.slept_ns) / 1e9);
+    daemon::log_info("idle: {} sleeps ({} woken by an fd; {} ran to their timeout and the round after found work), "
+                     "{:.3f} s asleep",
+                     i.sleeps, i.woken_by_fd, i.timeouts_then_work, static_cast<double>(i.slept_ns) / 1e9);
     if (priority != 0) {
         daemon::log_info("real-time: {} busy stretches outlasted the budget", realtime.demotions());
     }

@@ -339,18 +339,20 @@ std::string frames_cross_intact() {
 
 TEST_F(DpdkPortNetns, AfPacketFramesCrossIntactBothWays) { EXPECT_EQ(in_child(frames_cross_intact), ""); }
 
-std::string wake_fd_follows_frames() {
-    REQUIRE(enter_netns(kNsB), "enter B");
-    const int raw = open_raw(kIfB);
-    REQUIRE(raw >= 0, "raw socket in B");
-    REQUIRE(enter_netns(kNsA), "enter A");
-    DpdkPort port(af_packet_spec(), instance("wake"));
-    REQUIRE(port.info().rx_wait == "af_packet wake ring", "rx_wait: " + port.info().rx_wait);
+// The check both wake fds pass (af_packet's wake ring, memif's peer
+// wake-up): while `port` is drained its rx wait fd stays quiet; then in
+// each of kWakeRounds rounds `send_one` sends it one frame from a thread on
+// another CPU, as a peer's would (the frame may land while this thread is
+// already running), the fd turns readable, and the first receive() after
+// the wake-up has the frame: the wake never comes before its frame, and
+// none is lost. "" or what failed.
+constexpr int kWakeRounds = 300;
+
+std::string wake_fd_follows_frames(DpdkPort& port, const std::function<void()>& send_one) {
     const int fd = port.rx_wait_fd();
     REQUIRE(fd >= 0, "an rx wait fd");
-
-    // Idle: an empty receive() re-arms, and the fd stays quiet.
     net::RxFrame rx[DpdkPort::kBurst];
+    // An empty receive() re-arms; the fd must then stay quiet.
     auto idle = [&] {
         for (int i = 0; i < 100; ++i) {
             const std::size_t n = port.receive(rx);
@@ -364,38 +366,30 @@ std::string wake_fd_follows_frames() {
     };
     REQUIRE(idle(), "the fd is not readable once the port is drained");
 
-    // Each frame wakes the fd, and the first receive() after the wake has
-    // it: the wake never comes before the frame. The frames come from
-    // another CPU, as a peer's would, so the kernel delivers them while
-    // this thread may already be running.
-    const Frame f = test_frame(port.mac(), interface_mac(kIfB), 60, 9);
     std::atomic<int> rounds_to_send{0};
     std::atomic<bool> done{false};
     const unsigned cpus = std::thread::hardware_concurrency();
-    std::thread sender([&] {
+    auto pin = [cpus](unsigned cpu) {
         if (cpus > 1) {
             cpu_set_t set;
             CPU_ZERO(&set);
-            CPU_SET(cpus - 1, &set);
+            CPU_SET(cpu, &set);
             sched_setaffinity(0, sizeof set, &set);
         }
+    };
+    std::thread sender([&] {
+        pin(cpus - 1);
         for (int sent = 0; !done.load();) {
             if (rounds_to_send.load(std::memory_order_acquire) > sent) {
-                [[maybe_unused]] const ssize_t n = send(raw, f.data(), f.size(), 0);
+                send_one();
                 ++sent;
             }
         }
     });
-    if (cpus > 1) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(0, &set);
-        sched_setaffinity(0, sizeof set, &set);
-    }
+    pin(0);
     int first_receive_empty = 0;
     int woken = 0;
-    constexpr int kRounds = 300;
-    for (int round = 0; round < kRounds; ++round) {
+    for (int round = 0; round < kWakeRounds; ++round) {
         if (!idle()) {
             break;
         }
@@ -414,14 +408,31 @@ std::string wake_fd_follows_frames() {
     }
     done.store(true);
     sender.join();
-    REQUIRE(woken == kRounds, "woken in " + std::to_string(woken) + " of " + std::to_string(kRounds) + " rounds");
-    REQUIRE(first_receive_empty == 0, std::to_string(first_receive_empty) + " of " + std::to_string(kRounds) +
+    REQUIRE(woken == kWakeRounds,
+            "woken in " + std::to_string(woken) + " of " + std::to_string(kWakeRounds) + " rounds");
+    REQUIRE(first_receive_empty == 0, std::to_string(first_receive_empty) + " of " + std::to_string(kWakeRounds) +
                                           " wakes came before their frame");
-    close(raw);
     return "";
 }
 
-TEST_F(DpdkPortNetns, AfPacketWakeFdSleepsWhenIdleAndWakesWithTheFrame) { EXPECT_EQ(in_child(wake_fd_follows_frames), ""); }
+std::string af_packet_wake_fd_follows_frames() {
+    REQUIRE(enter_netns(kNsB), "enter B");
+    const int raw = open_raw(kIfB);
+    REQUIRE(raw >= 0, "raw socket in B");
+    REQUIRE(enter_netns(kNsA), "enter A");
+    DpdkPort port(af_packet_spec(), instance("wake"));
+    REQUIRE(port.info().rx_wait == "af_packet wake ring", "rx_wait: " + port.info().rx_wait);
+    const Frame f = test_frame(port.mac(), interface_mac(kIfB), 60, 9);
+    const std::string failed = wake_fd_follows_frames(port, [&] {
+        [[maybe_unused]] const ssize_t n = send(raw, f.data(), f.size(), 0);
+    });
+    close(raw);
+    return failed;
+}
+
+TEST_F(DpdkPortNetns, AfPacketWakeFdSleepsWhenIdleAndWakesWithTheFrame) {
+    EXPECT_EQ(in_child(af_packet_wake_fd_follows_frames), "");
+}
 
 // A UDP datagram from `src` to `dst` (IPv4-mapped or IPv6), Ethernet
 // destination left for Neighbours. IPv4 gets its header checksum and no UDP
@@ -694,8 +705,6 @@ std::string memif_wake_fd_follows_frames() {
     auto& client = *new DpdkPort("net_memif1,role=client,id=3,uroce-wake=yes,socket=" + socket, instance("memif"));
     REQUIRE(client.info().rx_wait == "memif peer wake", "rx_wait: " + client.info().rx_wait);
     REQUIRE(server.info().rx_wait == "memif peer wake", "rx_wait: " + server.info().rx_wait);
-    const int fd = client.rx_wait_fd();
-    REQUIRE(fd >= 0, "an rx wait fd");
 
     // The memif connects in the EAL's interrupt thread: send until a frame
     // gets through.
@@ -708,66 +717,14 @@ std::string memif_wake_fd_follows_frames() {
     }
     REQUIRE(connected, "the memif connected");
 
-    net::RxFrame rx[DpdkPort::kBurst];
-    auto idle = [&] {
-        for (int i = 0; i < 100; ++i) {
-            const std::size_t n = client.receive(rx);
-            client.release(std::span(rx, n));
-            pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-            if (n == 0 && poll(&p, 1, 0) == 0) {
-                return true;
-            }
-        }
-        return false;
-    };
-    REQUIRE(idle(), "the fd is not readable once the port is drained");
-
-    std::atomic<int> rounds_to_send{0};
-    std::atomic<bool> done{false};
-    const unsigned cpus = std::thread::hardware_concurrency();
-    std::thread sender([&] {
-        if (cpus > 1) {
-            cpu_set_t set;
-            CPU_ZERO(&set);
-            CPU_SET(cpus - 1, &set);
-            sched_setaffinity(0, sizeof set, &set);
-        }
-        for (int sent = 0; !done.load();) {
-            if (rounds_to_send.load(std::memory_order_acquire) > sent) {
-                (void)server.send(f);
-                server.flush();
-                ++sent;
-            }
-        }
-    });
     const std::uint64_t rings_before = server.stats().memif_rings_sent;
-    int first_receive_empty = 0;
-    int woken = 0;
-    constexpr int kRounds = 300;
-    for (int round = 0; round < kRounds; ++round) {
-        if (!idle()) {
-            break;
-        }
-        rounds_to_send.store(round + 1, std::memory_order_release);
-        pollfd p{.fd = fd, .events = POLLIN, .revents = 0};
-        if (poll(&p, 1, 2000) != 1) {
-            break;
-        }
-        ++woken;
-        if (client.receive(rx) == 0) {
-            ++first_receive_empty;
-            port_collect(client, 1, 1000ms);
-        } else {
-            client.release(std::span(rx, 1));
-        }
-    }
-    done.store(true);
-    sender.join();
-    REQUIRE(woken == kRounds, "woken in " + std::to_string(woken) + " of " + std::to_string(kRounds) + " rounds");
-    REQUIRE(first_receive_empty == 0, std::to_string(first_receive_empty) + " of " + std::to_string(kRounds) +
-                                          " wakes came before their frame");
+    const std::string failed = wake_fd_follows_frames(client, [&] {
+        (void)server.send(f);
+        server.flush();
+    });
+    REQUIRE(failed.empty(), failed);
     const std::uint64_t rings = server.stats().memif_rings_sent - rings_before;
-    REQUIRE(rings == kRounds, "one ring per frame sent to the idle port (" + std::to_string(rings) + ")");
+    REQUIRE(rings == kWakeRounds, "one ring per frame sent to the idle port (" + std::to_string(rings) + ")");
 
     // A busy receiver is not rung: once a receive() has found frames, the
     // next frames cost the sender no system call.

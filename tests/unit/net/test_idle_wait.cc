@@ -198,4 +198,27 @@ TEST(IdleWait, RefusesWhatEpollCannotWatch) {
 }
 
 }  // namespace
+// A timed-out sleep followed by a round with work is what a lost wake-up
+// looks like; one woken by an fd, or followed by an idle round, is not.
+TEST(IdleWait, CountsTimeoutsFollowedByWork) {
+    const int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ASSERT_GE(efd, 0);
+    IdleWait idle;
+    ASSERT_TRUE(idle.watch(efd));
+    EXPECT_FALSE(idle.wait(10us));
+    idle.round_done(false);
+    EXPECT_EQ(idle.counters().timeouts_then_work, 0u) << "an idle round after the safety net";
+    EXPECT_FALSE(idle.wait(10us));
+    idle.round_done(true);
+    EXPECT_EQ(idle.counters().timeouts_then_work, 1u) << "work was there when the timeout ended the sleep";
+    idle.round_done(true);
+    EXPECT_EQ(idle.counters().timeouts_then_work, 1u) << "only the first round after the sleep";
+    const std::uint64_t one = 1;
+    ASSERT_EQ(write(efd, &one, sizeof(one)), static_cast<ssize_t>(sizeof(one)));
+    EXPECT_TRUE(idle.wait(1s));
+    idle.round_done(true);
+    EXPECT_EQ(idle.counters().timeouts_then_work, 1u) << "woken by the fd";
+    close(efd);
+}
+
 }  // namespace uroce::daemon
