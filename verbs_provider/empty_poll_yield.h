@@ -24,6 +24,16 @@
 // yield and shrinks by an eighth with each quick one: beside background work
 // some yields come back quickly by chance, and halving on those kept
 // rstream's threshold bouncing back to where it paid a slice per message.
+//
+// A slow yield is judged by what the next poll finds. If it finds a batch of
+// completions (kProductiveBatch or more), the CPU went to work that fed this
+// CQ (the daemon, or the peer program reposting its receives) and the yield
+// counts as quick: two perftest programs and uroced on two CPUs take whole
+// slices from each other, and counting those yields as slow switched
+// ib_send_bw's CQs to long spins that kept the peer from reposting (64 KiB
+// SEND on the loopback port 0.67x of yielding on every empty poll, on a
+// quiet machine). A ping-pong such as rstream's finds one or two completions
+// after a yield, so beside background work its threshold still grows.
 #pragma once
 
 #include <algorithm>
@@ -45,14 +55,26 @@ public:
     // A gap this long between two empty polls: the program blocked on its
     // channel or did other work, and the next poll starts a new stretch.
     static constexpr std::int64_t kPauseNs = 50'000;
+    // Completions found by the poll after a slow yield that make it a yield
+    // that paid: more than a ping-pong's send and receive completion.
+    static constexpr int kProductiveBatch = 4;
 
-    // A poll found completions: the empty stretch is over.
-    void found() noexcept { stretch_start_ns_.store(kNoStretch, std::memory_order_relaxed); }
+    // A poll found `completions` (one or more): the empty stretch is over,
+    // and a slow yield before it is judged by how many it found.
+    void found(int completions) noexcept {
+        if (slow_yield_pending_.exchange(false, std::memory_order_relaxed)) {
+            adapt(completions >= kProductiveBatch ? YieldCost::Quick : YieldCost::Slow);
+        }
+        stretch_start_ns_.store(kNoStretch, std::memory_order_relaxed);
+    }
 
     // A poll found none at `now_ns` (CLOCK_MONOTONIC): true when the polls
     // have found the CQ empty for the threshold or longer without a pause
     // (kPauseNs); the poll that starts a stretch never yields.
     bool empty_should_yield(std::int64_t now_ns) noexcept {
+        if (slow_yield_pending_.exchange(false, std::memory_order_relaxed)) {
+            adapt(YieldCost::Slow);  // slow, and nothing came of it
+        }
         const std::int64_t threshold = threshold_ns();
         const std::int64_t start = stretch_start_ns_.load(std::memory_order_relaxed);
         const std::int64_t last = last_empty_ns_.exchange(now_ns, std::memory_order_relaxed);
@@ -66,13 +88,17 @@ public:
     }
 
     // A yield ran from `start_ns` to `end_ns`: adapt the threshold to what
-    // yielding costs, and count the next stretch from the yield's end.
+    // yielding costs (a slow one once the next poll has shown whether it
+    // paid), and count the next stretch from the yield's end.
     void yielded(std::int64_t start_ns, std::int64_t end_ns) noexcept {
-        const std::int64_t t = threshold_ns();
-        const std::int64_t next = end_ns - start_ns > kSlowYieldNs
-                                      ? std::min(std::max(2 * t, kBackoffStartNs), kMaxThresholdNs)
-                                      : t - std::max<std::int64_t>(t / 8, std::min<std::int64_t>(t, 1));
-        threshold_ns_.store(next, std::memory_order_relaxed);
+        if (slow_yield_pending_.exchange(false, std::memory_order_relaxed)) {
+            adapt(YieldCost::Slow);  // another thread's slow yield, never judged
+        }
+        if (end_ns - start_ns > kSlowYieldNs) {
+            slow_yield_pending_.store(true, std::memory_order_relaxed);
+        } else {
+            adapt(YieldCost::Quick);
+        }
         stretch_start_ns_.store(end_ns, std::memory_order_relaxed);
         last_empty_ns_.store(end_ns, std::memory_order_relaxed);
     }
@@ -80,7 +106,19 @@ public:
     std::int64_t threshold_ns() const noexcept { return threshold_ns_.load(std::memory_order_relaxed); }
 
 private:
+    enum class YieldCost { Quick, Slow };
+    // Slow doubles the threshold (from kBackoffStartNs, up to
+    // kMaxThresholdNs); quick takes an eighth off (at least 1 ns, to zero).
+    void adapt(YieldCost cost) noexcept {
+        const std::int64_t t = threshold_ns();
+        const std::int64_t next = cost == YieldCost::Slow
+                                      ? std::min(std::max(2 * t, kBackoffStartNs), kMaxThresholdNs)
+                                      : t - std::max<std::int64_t>(t / 8, std::min<std::int64_t>(t, 1));
+        threshold_ns_.store(next, std::memory_order_relaxed);
+    }
+
     static constexpr std::int64_t kNoStretch = -1;
+    std::atomic<bool> slow_yield_pending_{false};
     std::atomic<std::int64_t> stretch_start_ns_{kNoStretch};
     std::atomic<std::int64_t> last_empty_ns_{0};
     std::atomic<std::int64_t> threshold_ns_{0};

@@ -149,7 +149,7 @@ int poll_cq(ibv_cq* ibcq, int num_entries, ibv_wc* wc) {
         n = cq->flushed.poll(loss_of(ibcq->context), ibcq, num_entries, wc);
     }
     if (n > 0) {
-        cq->yield.found();
+        cq->yield.found(n);
     } else {
         after_empty_poll(cq->yield);  // empty_poll_yield.h: when a spinning program gives its CPU away
     }

@@ -57,7 +57,7 @@ int start_poll(ibv_cq_ex* ibcq, ibv_poll_cq_attr* attr) {
         cq->poll_mutex.unlock();
         after_empty_poll(cq->yield);  // as poll_cq (verbs_cq.cc)
     } else if (err == 0) {
-        cq->yield.found();
+        cq->yield.found(1);  // start_poll takes one; later ones are next_poll's
     }
     return err;
 }

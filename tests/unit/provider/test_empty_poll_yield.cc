@@ -1,7 +1,8 @@
 // When an empty poll_cq gives the CPU away (verbs_provider/empty_poll_yield.h):
 // at once while yields are quick; once they turn out slow, only after a
 // stretch of empty polls that grows while they stay slow, so a short
-// poll-then-block no longer yields.
+// poll-then-block no longer yields; a slow yield after which the CQ holds a
+// batch of completions counts as quick.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -36,7 +37,7 @@ int poll_then_block(EmptyPollYield& y, std::int64_t& t, std::int64_t yield_ns) {
     for (int m = 0; m < 1000; ++m) {
         yields += spin(y, t, t + 10 * kUs, 50, yield_ns);
         t += 210 * kUs;
-        y.found();
+        y.found(1);
     }
     return yields;
 }
@@ -79,11 +80,14 @@ TEST(EmptyPollYield, SlowYieldsDoubleTheThresholdUpToItsBoundQuickOnesWearItDown
 
 TEST(EmptyPollYield, LongSpinWithAThresholdYieldsOncePerThreshold) {
     EmptyPollYield y;
-    y.yielded(0, kSlow);  // threshold kBackoff
+    y.yielded(0, kSlow);
+    EXPECT_EQ(y.threshold_ns(), 0) << "judged by the next poll";
+    EXPECT_FALSE(y.empty_should_yield(kSlow + 50));  // found nothing: slow
     ASSERT_EQ(y.threshold_ns(), kBackoff);
     const std::int64_t start = 5'000'000;
     EXPECT_EQ(spin(y, start, start + kBackoff, 100, kSlow), 0);
     EXPECT_EQ(spin(y, start + kBackoff, start + kBackoff + 100, 100, kSlow), 1);
+    EXPECT_FALSE(y.empty_should_yield(start + kBackoff + kSlow + 50));  // still empty: that yield was slow
     EXPECT_EQ(y.threshold_ns(), 2 * kBackoff);
 }
 
@@ -92,7 +96,7 @@ TEST(EmptyPollYield, ACompletionOrAPauseStartsTheStretchAgain) {
     y.yielded(0, kSlow);
     EXPECT_FALSE(y.empty_should_yield(kSlow + 100));
     EXPECT_FALSE(y.empty_should_yield(kSlow + kBackoff - 100));
-    y.found();
+    y.found(1);
     EXPECT_FALSE(y.empty_should_yield(kSlow + kBackoff));
     EXPECT_FALSE(y.empty_should_yield(kSlow + 2 * kBackoff - 100));
     EXPECT_TRUE(y.empty_should_yield(kSlow + 2 * kBackoff));
@@ -100,6 +104,35 @@ TEST(EmptyPollYield, ACompletionOrAPauseStartsTheStretchAgain) {
     const std::int64_t later = 1'000'000'000;
     EXPECT_FALSE(y.empty_should_yield(later));
     EXPECT_FALSE(y.empty_should_yield(later + 2 * kBackoff - 100));
+}
+
+TEST(EmptyPollYield, ASlowYieldJudgedByTheCompletionsFoundAfterIt) {
+    EmptyPollYield y;
+    y.yielded(0, kSlow);
+    y.found(1);  // a ping-pong's one completion: it cost a slice for that
+    EXPECT_EQ(y.threshold_ns(), kBackoff);
+    y.yielded(0, kSlow);
+    y.found(EmptyPollYield::kProductiveBatch);  // the peer and the daemon filled the CQ
+    EXPECT_EQ(y.threshold_ns(), kBackoff - kBackoff / 8);
+}
+
+TEST(EmptyPollYield, ABandwidthProgramWhoseSlowYieldsFillItsCqKeepsYieldingAtOnce) {
+    EmptyPollYield y;
+    std::int64_t t = 1'000'000;
+    int yields = 0;
+    for (int batch = 0; batch < 1000; ++batch) {
+        // Empty polls every 50 ns until one yields; the yield takes a whole
+        // slice of the peer program, which comes back with 16 completions.
+        while (!y.empty_should_yield(t)) {
+            t += 50;
+        }
+        ++yields;
+        y.yielded(t, t + 3000 * kUs);
+        t += 3000 * kUs;
+        y.found(16);
+    }
+    EXPECT_EQ(y.threshold_ns(), 0);
+    EXPECT_EQ(yields, 1000);
 }
 
 }  // namespace
