@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -89,6 +90,13 @@ def perftest_row(output):
                     return dict(zip(names, (float(v) for v in values)))
             return None
     return None
+
+
+def median_of(runs, figure):
+    """The median of `figure` over the runs (dicts) that measured it, or
+    None when none did (benchmarks: a failed run leaves it out)."""
+    values = [r[figure] for r in runs if r.get(figure) is not None]
+    return statistics.median(values) if values else None
 
 
 def free_tcp_port():
@@ -219,6 +227,13 @@ class Daemon:
         if r.returncode != 0:
             raise AssertionError(f"uroce stats failed: {r.stderr}")
         return json.loads(r.stdout)
+
+    def flat_counters(self):
+        """The engine's counters with the fault hook's as 'faults.NAME' and the
+        receive drops by reason as 'dropped.NAME', in one dict."""
+        s = self.stats()
+        return {**s["engine"], **{f"faults.{k}": v for k, v in s["faults"].items()},
+                **{f"dropped.{k}": v for k, v in s["engine_dropped"].items()}}
 
     def log_text(self):
         self._log.flush()

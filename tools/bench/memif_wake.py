@@ -25,7 +25,6 @@ load average at the start and the end.
 
 import argparse
 import os
-import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -112,8 +111,7 @@ def main():
         for fig in FIGURES:
             med = {}
             for label in labels:
-                values = [c[fig] for c in results[(cpus_text, label)] if c.get(fig) is not None]
-                med[label] = statistics.median(values) if values else None
+                med[label] = harness.median_of(results[(cpus_text, label)], fig)
             cells = " ".join(f"{med[label]:12.2f}" if med[label] is not None else f"{'failed':>12}" for label in labels)
             first = med[labels[0]]
             ratios = " ".join(f"{med[label] / first:14.2f}" if med[label] and first else f"{'-':>14}"

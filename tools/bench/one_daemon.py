@@ -18,7 +18,6 @@ load average at the start and the end.
 
 import argparse
 import os
-import statistics
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -78,8 +77,7 @@ def main():
         for fig in FIGURES:
             med = {}
             for shape in shapes:
-                values = [c[fig] for c in results[(cpus_text, shape)] if c.get(fig) is not None]
-                med[shape] = statistics.median(values) if values else None
+                med[shape] = harness.median_of(results[(cpus_text, shape)], fig)
             two, one = med["two daemons"], med["one daemon"]
             ratio = f"{one / two:.2f}" if one and two else "-"
             print(f"{cpus_text:6} {fig:20} {two if two is not None else 'failed':>12} "

@@ -70,9 +70,7 @@ def fault_cli(daemon, *args):
 
 
 def engine(daemon):
-    s = daemon.stats()
-    return {**s["engine"], **{f"faults.{k}": v for k, v in s["faults"].items()},
-            **{f"dropped.{k}": v for k, v in s["engine_dropped"].items()}}
+    return daemon.flat_counters()
 
 
 def delta(after, before):

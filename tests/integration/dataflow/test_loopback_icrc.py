@@ -43,9 +43,7 @@ def uroce(daemon, *args, timeout=30):
 
 
 def counters(daemon):
-    s = daemon.stats()
-    return {**s["engine"], **{f"faults.{k}": v for k, v in s["faults"].items()},
-            **{f"dropped.{k}": v for k, v in s["engine_dropped"].items()}}
+    return daemon.flat_counters()
 
 
 class LoopbackIcrcTests(unittest.TestCase):
