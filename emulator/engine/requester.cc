@@ -460,6 +460,15 @@ void Engine::retire_done(QueuePair& qp) {
         // (ibv_srq_pingpong runs with one send slot per QP). The engine's
         // own copy of the WQE stays intact until the next fetch.
         ++qp.retired;
+        if (static_cast<std::int32_t>(qp.sending - qp.retired) < 0) {
+            // The WQE being sent again was acknowledged before its resend
+            // went (a go-back-N met an ACK that was late or reordered): go
+            // on from the next one. `sending` must never stay on a retired
+            // WQE: its slot is freed below and the next fetch fills it with
+            // a newer WQE, which would then go out in its place.
+            qp.sending = qp.retired;
+            qp.sent_packets = 0;
+        }
         qp.sq.publish_consumer(qp.retired);
         if (w.signaled(qp.sq_sig_all)) {
             complete_send(qp, w);

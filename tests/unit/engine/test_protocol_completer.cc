@@ -169,5 +169,53 @@ TEST_F(Completer, AckPastLostReadResponseAsksAgain) {
     EXPECT_EQ(local, remote);
 }
 
+// A go-back-N (here a PSN-sequence NAK) points the requester at a WQE; an
+// ACK that was late or reordered then acknowledges that WQE before its
+// resend went. The requester goes on from the next WQE. It used to stay on
+// the retired one, whose slot the next fetch fills with a newer WQE: that
+// WQE went out in the middle of the stream with the wrong PSNs, and the
+// WQE after the acknowledged ones never did (RETRY_EXC_ERR under faults).
+class CompleterFullRing : public Completer {
+protected:
+    void SetUp() override {
+        q_.sq_entries = 4;
+        Completer::SetUp();
+    }
+};
+
+TEST_F(CompleterFullRing, AckOfTheWqeBeingResentMovesOnToTheNext) {
+    constexpr std::uint64_t kVa = 0x10000;
+    std::vector<std::uint8_t> data(2 * kMtu, 0x42);
+    for (std::uint64_t wr = 1; wr <= 4; ++wr) {
+        post_send(WrOpcode::RdmaWrite, wr, data, wr * kVa, 0x77);
+    }
+    auto out = poll_sent();
+    ASSERT_EQ(out.size(), 4u);  // the initial window: WQEs 1 and 2
+    feed_ack(kStartPsn + 1, AckKind::Nak, static_cast<std::uint8_t>(wire::NakCode::PsnSequenceError));
+    feed_ack(kStartPsn + 3, AckKind::Ack, 0x1F, 2);  // late: WQEs 1 and 2 had arrived
+    post_send(WrOpcode::RdmaWrite, 5, data, 5 * kVa, 0x77);  // into WQE 1's slot
+    out = poll_sent();
+    ASSERT_FALSE(out.empty());
+    EXPECT_EQ(out[0].psn, kStartPsn + 4);
+    EXPECT_EQ(out[0].segment, Segment::First);
+    EXPECT_EQ(out[0].read_va, 3 * kVa);
+    std::vector<std::uint64_t> done;
+    for (int round = 0; round < 20 && done.size() < 5; ++round) {
+        std::uint32_t highest = kStartPsn + 3;
+        for (const SentFrame& s : out) {
+            highest = std::max(highest, s.psn);
+            EXPECT_EQ(s.psn - kStartPsn, s.read_va == 0 ? s.psn - kStartPsn : (s.read_va / kVa - 1) * 2);
+        }
+        feed_ack(highest, AckKind::Ack, 0x1F, (highest - kStartPsn + 1) / 2);
+        out = poll_sent();
+        for (const auto& c : q_.poll()) {
+            EXPECT_EQ(c.status, 0u) << "wr " << c.wr_id;
+            done.push_back(c.wr_id);
+        }
+    }
+    EXPECT_EQ(done, (std::vector<std::uint64_t>{1, 2, 3, 4, 5}));
+    EXPECT_EQ(counters().timeouts, 0u);
+}
+
 }  // namespace
 }  // namespace uroce::engine::test
