@@ -53,10 +53,6 @@ bool transport_matches(const QueuePair& qp, const wire::OpcodeInfo& info) {
            (type == qp::QpType::Ud && transport == wire::Transport::UD);
 }
 
-bool same_gid(const std::array<std::uint8_t, 16>& a, const wire::Gid& b) {
-    return std::equal(a.begin(), a.end(), b.begin());
-}
-
 // A receive WQE of the QP's own RQ is retired (the ring's consumer passes
 // it) when it completes, just before its CQE, not when it is taken: a WQE
 // the daemon is still filling (a multi-packet SEND half received) then
@@ -100,7 +96,7 @@ std::optional<DropReason> Engine::check_silent_drops(const wire::Packet& p, Queu
     // In the order of docs/wire.md ("Receiving: silent drops").
     const wire::Gid dst = p.dst_gid();
     const bool ours = std::any_of(config_.gids.begin(), config_.gids.end(), [&dst](const device::GidEntry& g) {
-        return g.type == device::GidType::RoceV2 && g.gid == dst;
+        return g.type == device::GidType::RoceV2 && wire::same_gid(g.gid, dst);
     });
     if (!ours) {
         return DropReason::NotOurGid;
@@ -116,7 +112,7 @@ std::optional<DropReason> Engine::check_silent_drops(const wire::Packet& p, Queu
     if (!qp.can_receive()) {
         return DropReason::QpNotReceiving;
     }
-    if (qp.type != qp::QpType::Ud && !same_gid(qp.attr.ah_attr.dgid, p.src_gid())) {
+    if (qp.type != qp::QpType::Ud && !wire::same_gid(qp.attr.ah_attr.dgid, p.src_gid())) {
         return DropReason::NotFromPeer;
     }
     // P_Key: the default partition (the low 15 bits all ones) is the only one.

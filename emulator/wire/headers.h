@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 
 #include "byte_order.h"
 
@@ -17,6 +18,18 @@ using MacAddr = std::array<std::uint8_t, 6>;
 // A 16-byte address in GID form. IPv4 addresses are held IPv4-mapped
 // (::ffff:a.b.c.d), the form RoCEv2 GIDs use for IPv4 (IBA A17.4.5.1).
 using Gid = std::array<std::uint8_t, 16>;
+
+// Gid equality as two 8-byte compares. std::array's operator== calls
+// memcmp, which the receive path's checks (our GID, the QP's peer) paid
+// three times a packet: 6% of the daemon's instructions per 64 B WRITE.
+inline bool same_gid(const Gid& a, const Gid& b) {
+    std::uint64_t a0, a1, b0, b1;
+    std::memcpy(&a0, a.data(), 8);
+    std::memcpy(&a1, a.data() + 8, 8);
+    std::memcpy(&b0, b.data(), 8);
+    std::memcpy(&b1, b.data() + 8, 8);
+    return ((a0 ^ b0) | (a1 ^ b1)) == 0;
+}
 
 constexpr std::uint16_t kEtherTypeIpv4 = 0x0800;
 constexpr std::uint16_t kEtherTypeIpv6 = 0x86DD;

@@ -354,11 +354,20 @@ void Datapath::keep_multicast_copy(std::span<const std::uint8_t> frame) {
 }
 
 dma::ClientMemory* Datapath::memory_of(std::uint32_t client) {
+    if (last_memory_ != nullptr && client == last_client_) {
+        return last_memory_;
+    }
     auto it = memories_.find(client);
-    return it == memories_.end() ? nullptr : it->second.get();
+    if (it == memories_.end()) {
+        return nullptr;
+    }
+    last_client_ = client;
+    last_memory_ = it->second.get();
+    return last_memory_;
 }
 
 void Datapath::on_client(std::uint32_t client) {
+    last_memory_ = nullptr;
     memories_[client] = std::make_unique<dma::ClientMemory>(UniqueFd{});
 }
 
@@ -388,6 +397,7 @@ void Datapath::on_client_gone(std::uint32_t client) {
     // Its mappings go with its ClientMemory; keep its DMA counters for stats.
     if (auto m = memories_.find(client); m != memories_.end()) {
         add_to(departed_dma_, m->second->counters());
+        last_memory_ = nullptr;
         memories_.erase(m);
     }
 }
