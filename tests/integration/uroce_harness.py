@@ -79,14 +79,16 @@ def missing_tools(names):
 def perftest_row(output):
     """perftest's result table as {column: value}: the header line that
     starts with #bytes and the first row of numbers under it; None when the
-    run printed no result."""
+    run printed no result. A figure perftest could not compute (its
+    standard deviation when its clock misbehaves, as under QEMU's TCG) is
+    printed `-nan` or `inf` and read as such."""
     lines = output.splitlines()
     for i, line in enumerate(lines):
         if line.strip().startswith("#bytes"):
             names = [n.strip() for n in re.findall(r"#bytes|#iterations|[^\s\[\]#][^\[\]#]*?\[[^\]]+\]", line)]
             for row in lines[i + 1:]:
                 values = row.split()
-                if values and all(re.fullmatch(r"[\d.]+", v) for v in values):
+                if values and all(re.fullmatch(r"[\d.]+|-?nan|-?inf", v) for v in values):
                     return dict(zip(names, (float(v) for v in values)))
             return None
     return None
