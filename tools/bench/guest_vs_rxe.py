@@ -4,6 +4,7 @@ issue 16's first two targets (bandwidth and 64 B message rate >= 1.5x rxe,
 2 B latency <= 1.0x rxe's), measured as ratios from one run.
 
 usage: sudo tools/bench/guest_vs_rxe.py [--build-dir build-test] [--runs 6] [--seconds 2] [--lat-iters 1000]
+                                        [--one-daemon] [--daemon-arg=--realtime-priority=0 ...]
                                         [--cache /var/cache/uroce-guestbench] [--json FILE]
 
 The guest is the interop suite's (tests/interop/guest: Debian 12's kernel,
@@ -19,6 +20,10 @@ to cross the veth):
          gbB, addresses the guest kernel does not own), each with its default
          SCHED_FIFO loop, started for each uroce round and stopped after it
          (their af_packet sockets would otherwise copy every rxe frame).
+         --one-daemon: one uroced serves both devices (uroce_b is its
+         --device), so the guest's two vCPUs carry one daemon thread, not
+         two; --daemon-arg passes an argument to every uroced (e.g.
+         --realtime-priority=0 for a SCHED_OTHER loop).
 The same perftest runs on both: ib_{write,read,send}_bw -s 65536 and
 ib_write_bw -s 64 (-D SECONDS), ib_{write,send,read}_lat -s 2 (-n LAT_ITERS),
 -m 1024 -F, server on the gbA side, client on the gbB side. Rounds alternate
@@ -264,15 +269,30 @@ def state_dir(side):
     return f"/run/uroce-{side}"
 
 
-def daemons_up_script():
+def daemon_args(side, one_daemon, extra):
+    """uroced's arguments for `side`'s device: with one_daemon, side a's
+    daemon serves side b's device too (--device) and b has no daemon."""
+    w = WIRE[side]
+    argv = [f"--port net_af_packet0,iface={w['dev']}", f"--ip {w['uroce_ip']}", f"--name uroce_{side}",
+            f"--state-dir {state_dir(side)}"]
+    if one_daemon:
+        b = WIRE["b"]
+        argv.append(f"--device name=uroce_b,port=net_af_packet1,iface={b['dev']},ip={b['uroce_ip']},"
+                    f"state-dir={state_dir('b')}")
+    return " ".join(argv + list(extra))
+
+
+def daemons_up_script(one_daemon=False, extra=()):
     lines = ["set -e"]
+    started = ("a",) if one_daemon else ("a", "b")
     for side in ("a", "b"):
-        w = WIRE[side]
         lines.append(f"rm -rf {state_dir(side)}; mkdir -p {state_dir(side)}")
-        lines.append(f"start_{side}() {{ {GUEST_TREE}/tools/uroced/uroced --port net_af_packet0,iface={w['dev']}"
-                     f" --ip {w['uroce_ip']} --name uroce_{side} --state-dir {state_dir(side)}"
+    for side in started:
+        lines.append(f"start_{side}() {{ {GUEST_TREE}/tools/uroced/uroced {daemon_args(side, one_daemon, extra)}"
                      f" > {state_dir(side)}.log 2>&1 & pid_{side}=$!; echo PID {side} $!; }}")
         lines.append(f"start_{side}; tries_{side}=1")
+    if one_daemon:
+        lines.append("pid_b=$pid_a; tries_b=4; start_b() { :; }")  # b's device lives in a's daemon
     for side in ("a", "b"):
         # Polls rather than `uroce status --wait`: a daemon that died (a
         # signal before main() logs nothing) is reported at once, with its
@@ -364,9 +384,9 @@ def figure(out, kind):
 
 
 class Daemons:
-    def __init__(self, g):
+    def __init__(self, g, one_daemon, extra):
         self.g = g
-        out = run_job(g, daemons_up_script(), "uroced-up", seconds=700)
+        out = run_job(g, daemons_up_script(one_daemon, extra), "uroced-up", seconds=700)
         # The last PID of each side: a daemon restarted after a fanout
         # clash printed one line per start.
         self.pids = list(dict(re.findall(r"^PID (\S+) (\d+)$", out, re.M)).values())
@@ -389,7 +409,7 @@ def measure(g, rxe_gids, args):
     for rnd in range(args.runs):
         order = SIDES if rnd % 2 == 0 else SIDES[::-1]
         for side in order:
-            daemons = Daemons(g) if side == "uroce" else None
+            daemons = Daemons(g, args.one_daemon, args.daemon_arg) if side == "uroce" else None
             gids = daemons.gids if daemons else rxe_gids
             try:
                 for label, program, size, kind, _ in TESTS:
@@ -412,7 +432,7 @@ def median(values):
     return statistics.median(values) if values else None
 
 
-def table(results, runs, load):
+def table(results, runs, load, shape):
     out = ["| figure | rxe | uroce | uroce / rxe | target |", "|---|---|---|---|---|"]
     for label, _, _, kind, target in TESTS:
         r, u = median(results["rxe"][label]), median(results["uroce"][label])
@@ -421,7 +441,7 @@ def table(results, runs, load):
         out.append(f"| {label} | {fmt(r) if r else '-'} | {fmt(u) if u else '-'} | {ratio} | {target} |")
     out.append("")
     out.append(f"medians of {runs} runs each (rounds alternate which side goes first); host load average at the "
-               f"start {load[0]:.1f}, at the end {load[1]:.1f}")
+               f"start {load[0]:.1f}, at the end {load[1]:.1f}; uroce: {shape}")
     return "\n".join(out)
 
 
@@ -432,6 +452,9 @@ def main():
     ap.add_argument("--seconds", type=int, default=2, help="ib_*_bw -D")
     ap.add_argument("--lat-iters", type=int, default=1000, help="ib_*_lat -n")
     ap.add_argument("--cache", default="/var/cache/uroce-guestbench")
+    ap.add_argument("--one-daemon", action="store_true", help="one uroced serving both devices")
+    ap.add_argument("--daemon-arg", action="append", default=[], metavar="ARG",
+                    help="an argument for every uroced, e.g. --daemon-arg=--realtime-priority=0")
     ap.add_argument("--json")
     args = ap.parse_args()
     try:
@@ -458,7 +481,9 @@ def main():
     finally:
         g.close()
     load = (load_start, os.getloadavg()[0])
-    print(table(results, args.runs, load))
+    shape = ("one uroced for both devices" if args.one_daemon else "one uroced per device") + \
+        (f", uroced {' '.join(args.daemon_arg)}" if args.daemon_arg else "")
+    print(table(results, args.runs, load, shape))
     for e in errors:
         print(f"\nfailed: {e}")
     if args.json:
