@@ -37,6 +37,7 @@ kernel .deb, perftest, or uroce not built with DPDK).
 import argparse
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -437,7 +438,8 @@ def table(results, runs, load, shape):
     for label, _, _, kind, target in TESTS:
         r, u = median(results["rxe"][label]), median(results["uroce"][label])
         fmt = (lambda v: f"{v:.3f}") if kind == "rate" else (lambda v: f"{v:.1f}")
-        ratio = f"{u / r:.2f}x" if r and u else "-"
+        # perftest prints inf for a latency its clock could not measure.
+        ratio = f"{u / r:.2f}x" if r and u and math.isfinite(r) and math.isfinite(u) else "-"
         out.append(f"| {label} | {fmt(r) if r else '-'} | {fmt(u) if u else '-'} | {ratio} | {target} |")
     out.append("")
     out.append(f"medians of {runs} runs each (rounds alternate which side goes first); host load average at the "
