@@ -97,7 +97,7 @@ void IdleWait::after_poll(bool did_work, std::optional<IdleClock::time_point> ne
 
 bool IdleWait::wait(std::chrono::nanoseconds timeout) {
     const auto start = IdleClock::now();
-    std::array<epoll_event, 8> events{};
+    std::array<epoll_event, kMaxReported> events{};
     const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
     const timespec ts{.tv_sec = static_cast<time_t>(seconds.count()),
                       .tv_nsec = static_cast<long>((timeout - seconds).count())};
@@ -111,11 +111,19 @@ bool IdleWait::wait(std::chrono::nanoseconds timeout) {
     counters_.slept_ns += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(IdleClock::now() - start).count());
     after_timeout_ = n == 0;
+    fired_count_ = std::max(n, 0);
+    for (int i = 0; i < fired_count_; ++i) {
+        fired_[static_cast<std::size_t>(i)] = events[static_cast<std::size_t>(i)].data.fd;
+    }
     if (n > 0) {
         counters_.woken_by_fd += 1;
         return true;
     }
     return false;  // timeout, or EINTR (a signal: the loop checks its stop flag)
+}
+
+bool IdleWait::fired(int fd) const {
+    return std::find(fired_.begin(), fired_.begin() + fired_count_, fd) != fired_.begin() + fired_count_;
 }
 
 void IdleWait::round_done(bool worked) {

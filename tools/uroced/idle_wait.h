@@ -19,6 +19,7 @@
 //   }
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -100,6 +101,14 @@ public:
 
     // Sleeps until a watched fd is readable (true) or `timeout` passes (false).
     bool wait(std::chrono::nanoseconds timeout);
+    // Whether the last wait() found `fd` readable, and whether its answer
+    // was complete: epoll reports at most kMaxReported fds a call, so when it
+    // filled them all, others may be readable too (level-triggered, the
+    // next wait reports them at once). Lets the loop serve only what woke it
+    // instead of asking every control socket and doorbell again, a system
+    // call each.
+    [[nodiscard]] bool fired(int fd) const;
+    [[nodiscard]] bool fired_complete() const { return fired_count_ < kMaxReported; }
     // The loop's data-path round after a wait(): whether it found work
     // (counted in timeouts_then_work when that wait ran to its timeout).
     void round_done(bool worked);
@@ -107,8 +116,12 @@ public:
     [[nodiscard]] const IdleCounters& counters() const { return counters_; }
 
 private:
+    static constexpr int kMaxReported = 8;
+
     IdlePolicy policy_;
     uroce::UniqueFd epoll_fd_;
+    std::array<int, kMaxReported> fired_{};
+    int fired_count_ = 0;
     bool have_rx_fd_ = false;
     int rx_fd_ = -1;
     bool after_timeout_ = false;  // the last wait() ran to its timeout, no round since

@@ -77,6 +77,15 @@ constexpr std::chrono::microseconds kRealtimeSpinWithoutRxFd{20};
 
 using Devices = std::vector<std::unique_ptr<uroce::daemon::DeviceInstance>>;
 
+// Empties a device's doorbell eventfd so the next sleep blocks again.
+// RWF_NOWAIT: every client holds this eventfd's open file description and
+// could clear its O_NONBLOCK; the daemon must not block here.
+void drain_doorbell(uroce::daemon::DeviceInstance& device) {
+    std::uint64_t rings = 0;
+    iovec iov{&rings, sizeof rings};
+    [[maybe_unused]] const ssize_t r = ::preadv2(device.server().doorbell_fd(), &iov, 1, -1, RWF_NOWAIT);
+}
+
 // One pass of every device's data path; whether any of them worked.
 bool poll_datapaths(Devices& devices, std::chrono::steady_clock::time_point now) {
     bool worked = false;
@@ -154,11 +163,14 @@ void run_loop(Devices& devices, const LoopSchedule& schedule) {
     for (auto& d : devices) {
         d->server().set_loop_stalls(&watch.counters());  // for LOOP_STALLS, served from this loop
     }
-    auto serve_control = [&devices, &watch] {
+    auto serve_control_of = [&watch](daemon::DeviceInstance& d) {
+        d.server().poll_once(0);
+        const auto slowest = d.server().take_slowest_op();
+        watch.control_served(slowest.op, slowest.took);
+    };
+    auto serve_control = [&devices, &watch, &serve_control_of] {
         for (auto& d : devices) {
-            d->server().poll_once(0);
-            const auto slowest = d->server().take_slowest_op();
-            watch.control_served(slowest.op, slowest.took);
+            serve_control_of(*d);
         }
         watch.phase_done(daemon::LoopPhase::Control, Clock::now());
     };
@@ -212,17 +224,22 @@ void run_loop(Devices& devices, const LoopSchedule& schedule) {
         realtime.after_sleep();
         watch.phase_done(daemon::LoopPhase::Sleep, Clock::now());
         if (woken) {
-            serve_control();
-            next_control = Clock::now() + std::chrono::microseconds(100);
-            // Drain the doorbell so the next sleep blocks again. RWF_NOWAIT:
-            // every client holds this eventfd's open file description and
-            // could clear its O_NONBLOCK; the daemon must not block here.
+            // Only the control sockets and doorbells the wait found readable
+            // (every device's when it could not report them all): each one
+            // asked is a system call, and a message's wake-up should cost
+            // as few as it can (docs/daemon.md "System calls per wake-up").
+            const bool complete = idle.fired_complete();
             for (auto& device : devices) {
-                std::uint64_t rings = 0;
-                iovec iov{&rings, sizeof rings};
-                [[maybe_unused]] const ssize_t r =
-                    ::preadv2(device->server().doorbell_fd(), &iov, 1, -1, RWF_NOWAIT);
+                if (!complete || idle.fired(device->server().epoll_fd())) {
+                    serve_control_of(*device);
+                }
+                if (!complete || idle.fired(device->server().doorbell_fd())) {
+                    drain_doorbell(*device);
+                }
             }
+            watch.phase_done(daemon::LoopPhase::Control, Clock::now());
+            // The wait looked at every control socket just now.
+            next_control = Clock::now() + std::chrono::microseconds(100);
         }
     }
     for (auto& d : devices) {

@@ -221,4 +221,47 @@ TEST(IdleWait, CountsTimeoutsFollowedByWork) {
     close(efd);
 }
 
+// The loop serves only the control sockets and doorbells a wait reports, so
+// the report must name exactly the readable fds, and say when it may have
+// left some out.
+TEST(IdleWait, ReportsWhichFdsWereReadable) {
+    const int rung = eventfd(1, EFD_CLOEXEC);
+    const int quiet = eventfd(0, EFD_CLOEXEC);
+    ASSERT_GE(rung, 0);
+    ASSERT_GE(quiet, 0);
+    IdleWait idle;
+    ASSERT_TRUE(idle.watch(rung));
+    ASSERT_TRUE(idle.watch(quiet));
+    ASSERT_TRUE(idle.wait(1s));
+    EXPECT_TRUE(idle.fired(rung));
+    EXPECT_FALSE(idle.fired(quiet));
+    EXPECT_TRUE(idle.fired_complete());
+
+    std::uint64_t value = 0;
+    ASSERT_EQ(read(rung, &value, sizeof value), static_cast<ssize_t>(sizeof value));
+    EXPECT_FALSE(idle.wait(100us)) << "nothing readable";
+    EXPECT_FALSE(idle.fired(rung)) << "a timed-out wait reports nothing";
+    EXPECT_TRUE(idle.fired_complete());
+    close(rung);
+    close(quiet);
+}
+
+TEST(IdleWait, SaysWhenMoreFdsWereReadableThanItReports) {
+    std::vector<int> fds;
+    IdleWait idle;
+    for (int i = 0; i < 12; ++i) {
+        fds.push_back(eventfd(1, EFD_CLOEXEC));
+        ASSERT_GE(fds.back(), 0);
+        ASSERT_TRUE(idle.watch(fds.back()));
+    }
+    ASSERT_TRUE(idle.wait(1s));
+    EXPECT_FALSE(idle.fired_complete()) << "12 readable fds, fewer reported";
+    const auto reported = std::count_if(fds.begin(), fds.end(), [&](int fd) { return idle.fired(fd); });
+    EXPECT_GT(reported, 0);
+    EXPECT_LT(reported, 12);
+    for (int fd : fds) {
+        close(fd);
+    }
+}
+
 }  // namespace uroce::daemon
