@@ -8,6 +8,8 @@ one core's memcpy bandwidth, and on the same veth the host's TCP bandwidth
 message rate (iperf3 -u).
 
 usage: sudo tools/bench/roce_bench.py [--build-dir build] [--topology loopback,veth,veth-jumbo,memif]
+                                      [--topology veth-one-daemon,memif-one-daemon (the same wires, one uroced
+                                       serving both ends; its veth gets its own floors)]
                                       [--verbs WRITE,READ,SEND] [--seconds 2] [--lat-iters 10000]
                                       [--qps 1,8] [--no-bandwidth] [--program-priority N]
                                       [--daemon-arg=--realtime-priority=0 ...] [--json FILE]
@@ -61,9 +63,14 @@ RUN_TIMEOUT = 120
 TIMER_TICK_US = 1000.0  # a latency this long means something waited for a timer
 
 
-KINDS = ["loopback", "veth", "veth-jumbo", "memif"]
-VETHS = ["veth", "veth-jumbo"]  # the kernel's floors are measured on these
-HEADERS = {"loopback": "loopback", "veth": "veth 1500", "veth-jumbo": "veth 9000", "memif": "memif"}
+DEFAULT_KINDS = ["loopback", "veth", "veth-jumbo", "memif"]
+# The one-host testbed's two devices served by one uroced (docs/daemon.md
+# "Several devices in one daemon"): what issue 16's "two daemons, one host"
+# rows become when one daemon thread carries both ends.
+KINDS = DEFAULT_KINDS + ["veth-one-daemon", "memif-one-daemon"]
+VETHS = ["veth", "veth-jumbo", "veth-one-daemon"]  # the kernel's floors are measured on these
+HEADERS = {"loopback": "loopback", "veth": "veth 1500", "veth-jumbo": "veth 9000", "memif": "memif",
+           "veth-one-daemon": "veth 1500, one uroced", "memif-one-daemon": "memif, one uroced"}
 STANDARD_PATH_MTU = 1024
 MEMCPY_BYTES = 64 << 20  # larger than any cache here
 P99_OVER_MEDIAN = 3.0  # issue 16's bound on a latency test's tail
@@ -481,7 +488,8 @@ def table(results, memcpy=None, load=None, qps=(1,), load_end=None):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--topology", default=",".join(KINDS), help=f"comma-separated: {', '.join(KINDS)}")
+    ap.add_argument("--topology", default=",".join(DEFAULT_KINDS),
+                    help=f"comma-separated: {', '.join(KINDS)} (default: {', '.join(DEFAULT_KINDS)})")
     ap.add_argument("--verbs", default="WRITE,READ,SEND", help="comma-separated: WRITE, READ, SEND")
     ap.add_argument("--daemon-arg", action="append", default=[],
                     help="one more uroced flag for every daemon (repeatable): --daemon-arg=--realtime-priority=0")
