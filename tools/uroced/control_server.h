@@ -56,6 +56,10 @@ public:
 
     // Waits up to `timeout_ms` for activity and handles it.
     void poll_once(int timeout_ms);
+    // What poll_once also does with no activity: writes that rdma_cm event
+    // channels refused when full are tried again (nothing says when a
+    // client has read its channel). No system call when none is owed.
+    void retry_refused_writes() { ucma_.flush_doorbells(); }
 
     // The slowest message handled since the last call (op 0: none), for the
     // loop's stall watch (loop_stalls.h).

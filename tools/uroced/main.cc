@@ -232,6 +232,8 @@ void run_loop(Devices& devices, const LoopSchedule& schedule) {
             for (auto& device : devices) {
                 if (!complete || idle.fired(device->server().epoll_fd())) {
                     serve_control_of(*device);
+                } else {
+                    device->server().retry_refused_writes();
                 }
                 if (!complete || idle.fired(device->server().doorbell_fd())) {
                     drain_doorbell(*device);
